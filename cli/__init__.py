@@ -1,0 +1,1 @@
+"""The `eventflow` command line and the process entry points it starts."""

@@ -1,0 +1,1 @@
+"""Code every eventflow service shares: config, db, bus, auth, telemetry, errors."""

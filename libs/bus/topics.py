@@ -1,0 +1,10 @@
+"""Every Kafka topic eventflow reads or writes, in one place."""
+
+EVENTS = "eventflow.events"
+EVENTS_INVALID = "eventflow.events.invalid"
+EVENTS_DLQ = "eventflow.events.dlq"
+
+# Compacted state topics: the newest record per key is the current state.
+REGISTRY_WORKFLOWS = "eventflow.registry.workflows"
+
+COMPACTED = frozenset({REGISTRY_WORKFLOWS})

@@ -1,0 +1,125 @@
+"""Settings, read from environment variables (and optionally a TOML file).
+
+Every setting has a development default, so the embedded stack needs none.
+The README's settings table is generated from ``SETTINGS`` below; keep the
+descriptions there, not in scattered ``os.environ`` reads.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    default: str
+    description: str
+
+
+SETTINGS: dict[str, Setting] = {
+    "database_url": Setting(
+        "EVENTFLOW_DATABASE_URL",
+        "",
+        "PostgreSQL connection string. Empty: the embedded server under the data dir.",
+    ),
+    "bus": Setting("EVENTFLOW_BUS", "inprocess", "Message bus adapter: `kafka` or `inprocess`."),
+    "kafka_bootstrap": Setting(
+        "EVENTFLOW_KAFKA_BOOTSTRAP", "127.0.0.1:9092", "Kafka bootstrap servers (bus=kafka)."
+    ),
+    "grpc_listen": Setting(
+        "EVENTFLOW_GRPC_LISTEN", "127.0.0.1:7233", "Address the gRPC server binds."
+    ),
+    "data_dir": Setting(
+        "EVENTFLOW_DATA_DIR",
+        ".eventflow",
+        "Where the dev stack keeps embedded PostgreSQL data and credentials.",
+    ),
+    "operator_token": Setting(
+        "EVENTFLOW_OPERATOR_TOKEN",
+        "",
+        "Bearer token of the platform operator (creates organizations). Empty: none.",
+    ),
+    "telemetry_exporter": Setting(
+        "EVENTFLOW_TELEMETRY_EXPORTER",
+        "none",
+        "`none`, `console`, or `otlp` (then OTEL_EXPORTER_OTLP_ENDPOINT applies).",
+    ),
+    "log_level": Setting("EVENTFLOW_LOG_LEVEL", "INFO", "Python log level."),
+    "db_pool_max": Setting(
+        "EVENTFLOW_DB_POOL_MAX", "10", "Maximum PostgreSQL connections per service pool."
+    ),
+    "outbox_poll_ms": Setting(
+        "EVENTFLOW_OUTBOX_POLL_MS",
+        "500",
+        "How often an outbox relay looks for unsent records when not woken.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    bus: str
+    kafka_bootstrap: str
+    grpc_listen: str
+    data_dir: Path
+    operator_token: str
+    telemetry_exporter: str
+    log_level: str
+    db_pool_max: int
+    outbox_poll_ms: int
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
+        **overrides: object,
+    ) -> Settings:
+        """Defaults < config file (TOML, keys as in SETTINGS) < environment < overrides."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {name: s.default for name, s in SETTINGS.items()}
+        if config_file is not None:
+            values.update(_read_config_file(config_file))
+        for name, setting in SETTINGS.items():
+            if setting.env in environ:
+                values[name] = environ[setting.env]
+        values.update(overrides)
+        coerced: dict[str, Any] = {f.name: _coerce(f.name, values[f.name]) for f in fields(cls)}
+        return cls(**coerced)
+
+
+def _read_config_file(path: Path) -> dict[str, object]:
+    with path.open("rb") as fh:
+        data = tomllib.load(fh)
+    unknown = sorted(set(data) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s) {', '.join(unknown)}")
+    return data
+
+
+def _coerce(name: str, value: object) -> object:
+    if name == "data_dir":
+        return Path(str(value))
+    if name in ("db_pool_max", "outbox_poll_ms"):
+        try:
+            return int(str(value))
+        except ValueError:
+            raise ValueError(f"{SETTINGS[name].env} must be an integer, got {value!r}") from None
+    if name == "bus" and value not in ("kafka", "inprocess"):
+        raise ValueError(f"EVENTFLOW_BUS must be kafka or inprocess, got {value!r}")
+    return str(value)
+
+
+def settings_table() -> str:
+    """The Markdown table of settings for the README."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS.values():
+        rows.append(f"| `{s.env}` | `{s.default}` | {s.description} |")
+    return "\n".join(rows)

@@ -1,0 +1,22 @@
+"""An async psycopg pool with eventflow's defaults."""
+
+from __future__ import annotations
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+
+async def open_pool(
+    url: str, *, max_size: int = 10, name: str = "eventflow"
+) -> AsyncConnectionPool:
+    """Open a pool and wait until one connection works, so start-up fails fast."""
+    pool = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        name=name,
+        kwargs={"row_factory": dict_row, "autocommit": False},
+        open=False,
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool

@@ -1,0 +1,68 @@
+"""OpenTelemetry set-up done once at each entry point.
+
+``none`` installs providers without exporters (spans still carry ids for
+log correlation and context propagation); ``console`` prints spans and
+metrics; ``otlp`` ships them to OTEL_EXPORTER_OTLP_ENDPOINT.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from opentelemetry import metrics, trace
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+log = logging.getLogger(__name__)
+_configured = False
+
+
+def setup_telemetry(service_name: str, exporter: str) -> None:
+    """Install global tracer and meter providers (first call wins)."""
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    resource = Resource.create({"service.name": service_name})
+    tracer_provider = TracerProvider(resource=resource)
+    readers: list[MetricReader] = []
+    span_exporter = _span_exporter(exporter)
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        readers.append(PeriodicExportingMetricReader(_metric_exporter(exporter)))
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+
+
+def _span_exporter(kind: str) -> SpanExporter | None:
+    if kind == "console":
+        return ConsoleSpanExporter()
+    if kind == "otlp":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    if kind != "none":
+        log.warning("unknown telemetry exporter %r; exporting nothing", kind)
+    return None
+
+
+def _metric_exporter(kind: str):
+    if kind == "otlp":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter()
+    return ConsoleMetricExporter()
+
+
+def server_interceptor() -> grpc.aio.ServerInterceptor:
+    """Spans for every incoming gRPC call, continuing the caller's trace."""
+    return aio_server_interceptor()

@@ -1,0 +1,1 @@
+"""The registry: workflows, their drafts and published versions; tenancy and API keys."""

@@ -1,0 +1,264 @@
+"""Workflow use cases: each one a transaction over storage, rules from domain/.
+
+Every change of runnable state (publish, enable, disable, archive) writes a
+``WorkflowState`` record to the outbox in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from eventflow.registry.v1 import workflow_state_pb2
+
+from libs.auth import Principal
+from libs.errors import invalid_field, not_found
+from libs.pagination import decode_token, encode_token, page_size
+from services.registry import errors
+from services.registry.api.convert import timestamp, version_proto
+from services.registry.domain import lifecycle
+from services.registry.domain.canonical import Change, definition_hash, diff
+from services.registry.domain.definition import normalize_definition
+from services.registry.domain.tenancy import check_environment_allowed, project_for
+from services.registry.events.state_topic import state_record
+from services.registry.storage.outbox import enqueue
+from services.registry.storage.tenancy import TenancyStore
+from services.registry.storage.workflows import (
+    Conn,
+    VersionRow,
+    WorkflowFilter,
+    WorkflowRow,
+    WorkflowStore,
+)
+
+MAX_MESSAGE = 500
+UPDATABLE_PATHS = ("name", "trigger_event", "environment", "steps", "reentry")
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    """A workflow with the hash of its latest version (to tell unpublished edits)."""
+
+    row: WorkflowRow
+    published_hash: str | None
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    published: bool
+    version: VersionRow
+    workflow: WorkflowView
+
+
+@dataclass(frozen=True)
+class Preview:
+    base_version: int
+    draft_hash: str
+    changes: list[Change]
+
+
+class WorkflowCatalog:
+    def __init__(
+        self, store: WorkflowStore, tenancy: TenancyStore, on_commit: Callable[[], None]
+    ) -> None:
+        self._store = store
+        self._tenancy = tenancy
+        # Wakes the outbox relay once a state change has committed.
+        self._on_commit = on_commit
+
+    async def create(self, who: Principal, project_id: str, raw: dict[str, Any]) -> WorkflowView:
+        org = _org(who)
+        project = project_for(who, project_id)
+        assert project is not None
+        if await self._tenancy.get_project(org, project) is None:
+            raise not_found("project", project)
+        draft = normalize_definition(raw)
+        await self._check_plan(org, draft["environment"])
+        async with self._store.transaction() as conn:
+            row = await self._store.insert(conn, org, project, draft, definition_hash(draft))
+        return WorkflowView(row, None)
+
+    async def get(self, who: Principal, workflow_id: str) -> WorkflowView:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id)
+            return await self._view(conn, row)
+
+    async def list_workflows(
+        self,
+        who: Principal,
+        project_id: str,
+        filters: dict[str, str],
+        size: int,
+        token: str,
+    ) -> tuple[list[WorkflowView], str]:
+        where = WorkflowFilter(
+            organization_id=_org(who),
+            project_id=project_for(who, project_id, required=False),
+            **filters,
+        )
+        limit = page_size(size)
+        cursor = decode_token(token, ("t", "id"))
+        after = (cursor["t"], cursor["id"]) if cursor else None
+        async with self._store.transaction() as conn:
+            rows = await self._store.list_workflows(conn, where, after, limit + 1)
+            views = [await self._view(conn, r) for r in rows[:limit]]
+        next_token = ""
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_token = encode_token({"t": last.create_time.isoformat(), "id": str(last.id)})
+        return views, next_token
+
+    async def update(
+        self, who: Principal, workflow_id: str, raw: dict[str, Any], paths: list[str]
+    ) -> WorkflowView:
+        for i, path in enumerate(paths):
+            if path not in UPDATABLE_PATHS:
+                raise invalid_field(
+                    f"update_mask.paths[{i}]",
+                    f"cannot update {path!r}; updatable: {', '.join(UPDATABLE_PATHS)}",
+                )
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id, lock=True)
+            lifecycle.check_editable(row.status, workflow_id)
+            merged = dict(row.draft)
+            for path in paths or UPDATABLE_PATHS:
+                merged[path] = raw.get(path)
+            draft = normalize_definition(merged)
+            if draft["environment"] != row.draft["environment"]:
+                if row.published_version:
+                    raise errors.environment_locked(workflow_id)
+                await self._check_plan(row.organization_id, draft["environment"])
+            row = await self._store.save_draft(conn, row.id, draft, definition_hash(draft))
+            return await self._view(conn, row)
+
+    async def delete(self, who: Principal, workflow_id: str) -> None:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id, lock=True)
+            lifecycle.check_deletable(row.status, workflow_id)
+            await self._store.delete(conn, row.id)
+
+    async def publish(self, who: Principal, workflow_id: str, message: str) -> PublishResult:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id, lock=True)
+            status = lifecycle.after_publish(row.status, workflow_id)
+            # Re-validate: the rules may have tightened since the draft was saved.
+            draft = normalize_definition(row.draft)
+            draft_hash = definition_hash(draft)
+            latest = await self._latest(conn, row)
+            if latest is not None and latest.definition_hash == draft_hash:
+                return PublishResult(False, latest, WorkflowView(row, latest.definition_hash))
+            version = await self._store.insert_version(
+                conn,
+                row.id,
+                row.published_version + 1,
+                draft,
+                draft_hash,
+                message.strip()[:MAX_MESSAGE],
+                who.key_id,
+            )
+            row = await self._store.set_state(conn, row.id, status, version.version)
+            await self._enqueue_state(conn, row, version)
+        self._on_commit()
+        return PublishResult(True, version, WorkflowView(row, draft_hash))
+
+    async def preview(self, who: Principal, workflow_id: str) -> Preview:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id)
+            latest = await self._latest(conn, row)
+        before = latest.definition if latest else {}
+        return Preview(latest.version if latest else 0, row.draft_hash, diff(before, row.draft))
+
+    async def versions(
+        self, who: Principal, workflow_id: str, size: int, token: str
+    ) -> tuple[list[VersionRow], str]:
+        limit = page_size(size)
+        cursor = decode_token(token, ("before",))
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id)
+            rows = await self._store.list_versions(
+                conn, row.id, cursor["before"] if cursor else None, limit + 1
+            )
+        next_token = encode_token({"before": rows[limit - 1].version}) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def version(self, who: Principal, workflow_id: str, number: int) -> VersionRow:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id)
+            found = await self._store.get_version(conn, row.id, number)
+        if found is None:
+            raise not_found("version", f"{workflow_id}@{number}")
+        return found
+
+    async def enable(self, who: Principal, workflow_id: str) -> WorkflowView:
+        return await self._transition(who, workflow_id, lifecycle.after_enable)
+
+    async def disable(self, who: Principal, workflow_id: str) -> WorkflowView:
+        return await self._transition(who, workflow_id, lifecycle.after_disable)
+
+    async def archive(self, who: Principal, workflow_id: str) -> WorkflowView:
+        return await self._transition(who, workflow_id, lifecycle.after_archive)
+
+    async def _transition(
+        self, who: Principal, workflow_id: str, rule: Callable[[str, str], str]
+    ) -> WorkflowView:
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id, lock=True)
+            status = rule(row.status, workflow_id)
+            if status == row.status:
+                return await self._view(conn, row)
+            row = await self._store.set_state(conn, row.id, status, row.published_version)
+            latest = await self._latest(conn, row)
+            if latest is not None:
+                await self._enqueue_state(conn, row, latest)
+            view = await self._view(conn, row)
+        self._on_commit()
+        return view
+
+    async def _load(
+        self, conn: Conn, who: Principal, workflow_id: str, *, lock: bool = False
+    ) -> WorkflowRow:
+        try:
+            ident = uuid.UUID(workflow_id)
+        except ValueError:
+            raise invalid_field("id", "must be a workflow UUID") from None
+        row = await self._store.get(conn, _org(who), ident, lock=lock)
+        # Another project's workflow is reported exactly like a missing one.
+        if row is None or (who.project_id and row.project_id != who.project_id):
+            raise not_found("workflow", workflow_id)
+        return row
+
+    async def _latest(self, conn: Conn, row: WorkflowRow) -> VersionRow | None:
+        if not row.published_version:
+            return None
+        return await self._store.get_version(conn, row.id, row.published_version)
+
+    async def _view(self, conn: Conn, row: WorkflowRow) -> WorkflowView:
+        latest = await self._latest(conn, row)
+        return WorkflowView(row, latest.definition_hash if latest else None)
+
+    async def _check_plan(self, org_id: str, environment: str) -> None:
+        org = await self._tenancy.get_organization(org_id)
+        if org is None:
+            raise not_found("organization", org_id)
+        check_environment_allowed(org.plan, environment)
+
+    async def _enqueue_state(self, conn: Conn, row: WorkflowRow, version: VersionRow) -> None:
+        state = workflow_state_pb2.WorkflowState(
+            workflow_id=str(row.id),
+            organization_id=row.organization_id,
+            project_id=row.project_id,
+            environment=version.definition["environment"],
+            status=row.status,
+            published=version_proto(version),
+            revision=row.revision,
+            change_time=timestamp(row.update_time),
+        )
+        await enqueue(conn, *state_record(state))
+
+
+def _org(who: Principal) -> str:
+    if who.organization_id is None:
+        raise errors.project_not_allowed("*")
+    return who.organization_id

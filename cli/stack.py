@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
+import secrets
 import signal
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -36,6 +39,7 @@ log = logging.getLogger("eventflow")
 
 SERVICES = ("registry",)
 CREDENTIALS_FILE = "credentials.json"
+OPERATOR_TOKEN_FILE = "operator_token"
 DEMO_ORG = DEMO_PROJECT = "demo"
 
 
@@ -112,10 +116,25 @@ def run_dev(args: argparse.Namespace) -> int:
     setup_telemetry("eventflow-dev", settings.telemetry_exporter)
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    if not settings.database_url:
+    operator_token = settings.operator_token or _dev_operator_token(data_dir)
+    database_url = settings.database_url
+    if not database_url:
         print(f"starting embedded PostgreSQL in {data_dir / 'pg'} ...", flush=True)
-        settings = Settings.load(database_url=_embedded_postgres(data_dir / "pg"))
+        database_url = _embedded_postgres(data_dir / "pg")
+    settings = dataclasses.replace(
+        settings, operator_token=operator_token, database_url=database_url
+    )
     return asyncio.run(_serve_until_signal(settings, banner=data_dir))
+
+
+def _dev_operator_token(data_dir: Path) -> str:
+    """The dev stack's operator token, generated once and kept beside the data."""
+    path = data_dir / OPERATOR_TOKEN_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
 
 
 def _embedded_postgres(pgdata: Path) -> str:
@@ -163,9 +182,10 @@ async def bootstrap_dev_tenant(stack: Stack, data_dir: Path) -> dict[str, str]:
         await tenancy.create_organization(operator, DEMO_ORG, "Demo organization", "team")
     if await stack.registry.keys.get_project(DEMO_ORG, DEMO_PROJECT) is None:
         await tenancy.create_project(operator, DEMO_ORG, DEMO_PROJECT, "Demo project")
-    _, secret = await tenancy.create_api_key(
+    admin_key, secret = await tenancy.create_api_key(
         operator, DEMO_ORG, "", Role.ADMIN.label, "dev stack admin (make run)"
     )
+    await _publish_demo_workflow(stack, admin_key.id)
     credentials = {
         "server": stack.address,
         "api_key": secret,
@@ -174,6 +194,29 @@ async def bootstrap_dev_tenant(stack: Stack, data_dir: Path) -> dict[str, str]:
     }
     _write_private(path, credentials)
     return credentials
+
+
+DEMO_WORKFLOW: dict[str, Any] = {
+    "name": "Welcome new users",
+    "trigger_event": "demo.user_signed_up",
+    "steps": [
+        {"type": "delay", "name": "settle", "duration_ms": 1000},
+        {"type": "webhook", "name": "notify", "url": "http://127.0.0.1:9/welcome"},
+    ],
+    "reentry": {"mode": "once"},
+}
+
+
+async def _publish_demo_workflow(stack: Stack, admin_key_id: str) -> None:
+    """A published workflow for the tour, reacting to `demo.user_signed_up`."""
+    admin = Principal(admin_key_id, DEMO_ORG, None, Role.ADMIN)
+    catalog = stack.registry.catalog
+    existing, _ = await catalog.list_workflows(
+        admin, DEMO_PROJECT, {"trigger_event": DEMO_WORKFLOW["trigger_event"]}, 1, ""
+    )
+    if not existing:
+        created = await catalog.create(admin, DEMO_PROJECT, DEMO_WORKFLOW)
+        await catalog.publish(admin, str(created.row.id), "demo workflow")
 
 
 def _write_private(path: Path, data: dict[str, str]) -> None:

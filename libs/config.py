@@ -90,6 +90,9 @@ class Settings:
         for name, setting in SETTINGS.items():
             if setting.env in environ:
                 values[name] = environ[setting.env]
+        unknown = sorted(set(overrides) - set(SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
         values.update(overrides)
         coerced: dict[str, Any] = {f.name: _coerce(f.name, values[f.name]) for f in fields(cls)}
         return cls(**coerced)
@@ -121,5 +124,6 @@ def settings_table() -> str:
     """The Markdown table of settings for the README."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for s in SETTINGS.values():
-        rows.append(f"| `{s.env}` | `{s.default}` | {s.description} |")
+        default = f"`{s.default}`" if s.default else "(empty)"
+        rows.append(f"| `{s.env}` | {default} | {s.description} |")
     return "\n".join(rows)

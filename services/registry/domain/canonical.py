@@ -53,4 +53,6 @@ def diff(before: Any, after: Any, path: str = "") -> list[Change]:
             else:
                 changes.extend(diff(before[i], after[i], child))
         return changes
-    return [] if before == after else [Change(path, "changed", before, after)]
+    # Compare types too: JSON tells `true` from `1`, and so does the hash.
+    same = type(before) is type(after) and before == after
+    return [] if same else [Change(path, "changed", before, after)]

@@ -35,9 +35,9 @@ RESERVED_HEADERS = frozenset(
     }
 )
 
-EVENT_TYPE = re.compile(r"^[a-z0-9_.\-]{1,120}$")
-ACTION_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,120}$")
-HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,128}$")
+EVENT_TYPE = re.compile(r"[a-z0-9_.\-]{1,120}")
+ACTION_REF = re.compile(r"[A-Za-z0-9_.\-]{1,120}")
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,128}")
 
 MAX_NAME = 200
 MAX_STEPS = 100
@@ -126,7 +126,7 @@ def _event_type(value: Any, field: str, v: _Violations) -> str:
     text = value if isinstance(value, str) else ""
     if not text:
         v.add(field, "is required")
-    elif not EVENT_TYPE.match(text):
+    elif not EVENT_TYPE.fullmatch(text):
         v.add(field, "must be 1-120 characters of lowercase letters, digits, '_', '-' or '.'")
     return text
 
@@ -208,13 +208,9 @@ def _webhook(raw: dict[str, Any], path: str, v: _Violations) -> dict[str, Any]:
     elif len(url) > MAX_URL:
         v.add(f"{path}.url", f"must be at most {MAX_URL} characters")
     else:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            v.add(f"{path}.url", "must be an http or https URL")
-        elif not parts.hostname:
-            v.add(f"{path}.url", "must name a host")
-        elif parts.username or parts.password:
-            v.add(f"{path}.url", "must not carry credentials; use headers instead")
+        problem = _url_problem(url)
+        if problem:
+            v.add(f"{path}.url", problem)
     method = (raw.get("method") or "POST").upper()
     if method not in WEBHOOK_METHODS:
         v.add(f"{path}.method", f"must be one of {', '.join(WEBHOOK_METHODS)}; got {method!r}")
@@ -223,7 +219,7 @@ def _webhook(raw: dict[str, Any], path: str, v: _Violations) -> dict[str, Any]:
         v.add(f"{path}.headers", f"at most {MAX_HEADERS} headers")
     for key, value in headers.items():
         field = f"{path}.headers[{key!r}]"
-        if not HEADER_NAME.match(key):
+        if not HEADER_NAME.fullmatch(key):
             v.add(field, "is not a valid header name")
         elif key.lower() in RESERVED_HEADERS:
             v.add(field, "is set by eventflow on every delivery and cannot be overridden")
@@ -232,11 +228,26 @@ def _webhook(raw: dict[str, Any], path: str, v: _Violations) -> dict[str, Any]:
     return {"url": url, "method": method, "headers": dict(sorted(headers.items()))}
 
 
+def _url_problem(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not 0-65535
+    except ValueError as error:
+        return f"is not a valid URL ({error})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http or https URL"
+    if not parts.hostname:
+        return "must name a host"
+    if parts.username or parts.password:
+        return "must not carry credentials; use headers instead"
+    return None
+
+
 def _custom_action(raw: dict[str, Any], path: str, v: _Violations) -> dict[str, Any]:
     action = raw.get("action") or ""
     if not action:
         v.add(f"{path}.action", "is required for custom_action steps")
-    elif not ACTION_REF.match(action):
+    elif not ACTION_REF.fullmatch(action):
         v.add(f"{path}.action", "must be an action id or key (letters, digits, '_', '-', '.')")
     step: dict[str, Any] = {"action": action}
     if raw.get("version") is not None:

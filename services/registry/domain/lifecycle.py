@@ -43,6 +43,8 @@ def check_editable(status: str, workflow_id: str) -> None:
 
 
 def check_deletable(status: str, workflow_id: str) -> None:
+    if status == ARCHIVED:
+        raise errors.archived(workflow_id)
     if status != DRAFT:
         raise errors.already_published(workflow_id)
 

@@ -9,11 +9,11 @@ from libs.errors import invalid_field
 from services.registry import errors
 
 PLANS = ("starter", "team", "enterprise")
-_SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+_SLUG = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
 
 def validate_slug(value: str, field: str) -> str:
-    if not _SLUG.match(value or ""):
+    if not _SLUG.fullmatch(value or ""):
         raise invalid_field(
             field, "must start with a letter; lowercase letters, digits and '-', at most 63"
         )
@@ -41,7 +41,7 @@ def organization_for(principal: Principal, requested: str, field: str = "organiz
     assert principal.organization_id is not None
     if requested and requested != principal.organization_id:
         # Same answer whether or not that organization exists.
-        raise errors.project_not_allowed(requested)
+        raise errors.organization_not_allowed(requested)
     return principal.organization_id
 
 

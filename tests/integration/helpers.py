@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -40,3 +41,10 @@ def delay(ms: int = 60_000, **kw: Any) -> wf.Step:
 def workflow(name: str = "Welcome", trigger: str = "user.signed_up", **kw: Any) -> wf.Workflow:
     steps = kw.pop("steps", None) or [action(), delay(), webhook()]
     return wf.Workflow(name=name, trigger_event=trigger, steps=steps, **kw)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.integration.helpers import free_port
 
 WORKFLOW = {
     "name": "Welcome",
@@ -26,12 +27,6 @@ WORKFLOW = {
         {"type": "webhook", "url": "https://hooks.example.com/welcome"},
     ],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class DevStack:
@@ -144,6 +139,11 @@ def test_dev_stack_serves_the_cli_and_keeps_data_across_restarts(dev: DevStack) 
 
     assert dev.interrupt() == 0
     assert not postgres_running(dev.home / ".eventflow" / "pg")
+
+    telemetry = (dev.home / ".eventflow" / "telemetry.log").read_text()
+    assert "/eventflow.registry.v1.WorkflowService/PublishWorkflow" in telemetry
+    assert credentials["api_key"] not in telemetry
+    assert credentials["api_key"].split("_")[2] not in telemetry
 
 
 def postgres_running(pgdata: Path) -> bool:

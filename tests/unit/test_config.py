@@ -25,7 +25,7 @@ def test_every_setting_has_a_development_default() -> None:
         grpc_listen="127.0.0.1:7233",
         data_dir=Path(".eventflow"),
         operator_token="",
-        telemetry_exporter="none",
+        telemetry_exporter="",  # empty: the entry point picks (dev: console to a file),
         log_level="INFO",
         db_pool_max=10,
         outbox_poll_ms=500,
@@ -128,7 +128,7 @@ def test_precedence_is_defaults_then_file_then_environment_then_overrides(
         "WARNING",
         250,
     )
-    assert overridden.telemetry_exporter == "none"
+    assert overridden.telemetry_exporter == ""  # untouched: still the default
 
 
 def test_overrides_are_coerced_like_environment_values() -> None:

@@ -31,6 +31,7 @@ from cli.profile import DEFAULT_SERVER, Profile, Settings, find_profile, load_pr
 from cli.workflow_file import load_workflow, parse_mask, parse_workflow, update_mask
 from cli.workflow_views import preview, publish_outcome, steps_table, workflow_list
 from libs.errors import EventflowError, FieldViolation, invalid_argument
+from tests.fakes import RichRpcError
 
 KEY = "efk_test_secret_value"
 
@@ -76,37 +77,6 @@ class FakeStub:
 
     def requests(self, name: str) -> list[Any]:
         return [request for method, request, _ in self.calls if method == name]
-
-
-class RichRpcError(grpc.RpcError, grpc.Call):
-    """A client-side error as grpcio raises it, carrying a google.rpc.Status."""
-
-    def __init__(self, status: grpc.Status) -> None:
-        self._status = status
-
-    def code(self) -> grpc.StatusCode:
-        return self._status.code
-
-    def details(self) -> str:
-        return self._status.details
-
-    def trailing_metadata(self) -> Any:
-        return self._status.trailing_metadata
-
-    def initial_metadata(self) -> Any:
-        return ()
-
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def cancel(self) -> bool:
-        return False
-
-    def add_callback(self, callback: Any) -> bool:
-        return False
 
 
 def rpc_error(error: EventflowError) -> RichRpcError:

@@ -18,6 +18,7 @@ from libs.errors import (
     read_error,
     unauthenticated,
 )
+from tests.fakes import RichRpcError
 
 DETAILS_KEY = "grpc-status-details-bin"
 
@@ -46,22 +47,6 @@ def bad_requests(status: status_pb2.Status) -> list[error_details_pb2.BadRequest
             detail.Unpack(bad)
             result.append(bad)
     return result
-
-
-class FakeCall(grpc.RpcError):
-    """What a client stub raises: code, details and trailing metadata of the call."""
-
-    def __init__(self, status: grpc.Status) -> None:
-        self._status = status
-
-    def code(self) -> grpc.StatusCode:
-        return self._status.code
-
-    def details(self) -> str:
-        return self._status.details
-
-    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
-        return tuple(self._status.trailing_metadata)
 
 
 def test_status_carries_the_grpc_code_and_message() -> None:
@@ -154,7 +139,7 @@ def test_str_shows_reason_and_message() -> None:
 
 def test_a_client_reads_back_code_reason_and_violations() -> None:
     error = invalid_argument([FieldViolation("steps[0].url", "must name a host")])
-    details = read_error(FakeCall(error.to_status()))
+    details = read_error(RichRpcError(error.to_status()))
     assert details.code == grpc.StatusCode.INVALID_ARGUMENT
     assert details.reason == "INVALID_ARGUMENT"
     assert details.message == "steps[0].url: must name a host"
@@ -162,7 +147,7 @@ def test_a_client_reads_back_code_reason_and_violations() -> None:
 
 
 def test_a_client_reads_a_plain_error_without_details() -> None:
-    details = read_error(FakeCall(failed_precondition("WORKFLOW_ARCHIVED", "gone").to_status()))
+    details = read_error(RichRpcError(failed_precondition("WORKFLOW_ARCHIVED", "gone").to_status()))
     assert (details.code, details.reason, details.violations) == (
         grpc.StatusCode.FAILED_PRECONDITION,
         "WORKFLOW_ARCHIVED",

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from libs.auth import AuthInterceptor, KeyStore
 from libs.grpcutil import ErrorInterceptor
+from libs.identity import ServiceCertificates
 from libs.telemetry import server_interceptor
 
 
@@ -33,6 +34,8 @@ class RunningServer:
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     port: int
+    # The mutual-TLS listener for service-to-service calls (0: none).
+    internal_port: int = 0
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()
@@ -45,7 +48,10 @@ async def start_server(
     listen: str,
     keys: KeyStore,
     operator_token: str = "",
+    internal_listen: str = "",
+    certificates: ServiceCertificates | None = None,
 ) -> RunningServer:
+    """Serve ``bindings`` on ``listen`` and, with certificates, on an mTLS ``internal_listen``."""
     server = grpc.aio.server(
         interceptors=[
             server_interceptor(),
@@ -65,7 +71,12 @@ async def start_server(
     port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot bind gRPC server to {listen}")
+    internal_port = 0
+    if internal_listen and certificates is not None:
+        internal_port = server.add_secure_port(internal_listen, certificates.server_credentials())
+        if internal_port == 0:
+            raise OSError(f"cannot bind the internal gRPC listener to {internal_listen}")
     await server.start()
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, health_servicer, port)
+    return RunningServer(server, health_servicer, port, internal_port)

@@ -9,7 +9,7 @@ from libs.auth.keys import (
     new_api_key,
     parse_api_key,
 )
-from libs.auth.principal import Principal, Role, requires
+from libs.auth.principal import Principal, Role, requires, requires_service
 
 __all__ = [
     "ApiKeySecret",
@@ -23,4 +23,5 @@ __all__ = [
     "new_api_key",
     "parse_api_key",
     "requires",
+    "requires_service",
 ]

@@ -1,7 +1,8 @@
 """Authenticates every call before the servicer runs.
 
-Health checks and reflection are public; everything else needs
-``authorization: Bearer <api key or operator token>``. Failures never say
+Health checks and reflection are public. A call over the internal mTLS
+listener is the service named by its client certificate; everything else
+needs ``authorization: Bearer <api key or operator token>``. Failures never say
 whether a key id exists.
 """
 
@@ -17,6 +18,7 @@ from libs.auth.keys import KeyStore, parse_api_key, verify
 from libs.auth.principal import Principal, _current
 from libs.errors import unauthenticated
 from libs.grpcutil import wrap_handler
+from libs.identity import peer_service
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1")
 
@@ -54,6 +56,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return wrap_handler(handler, authenticated)
 
     async def _authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+        service = peer_service(context)
+        if service is not None:
+            return Principal.of_service(service)
         token = _bearer(context)
         if token is None:
             raise unauthenticated("MISSING_CREDENTIALS", "send authorization: Bearer <api key>")

@@ -40,10 +40,16 @@ class Principal:
     project_id: str | None
     role: Role
     is_operator: bool = False
+    # Set when the caller is another eventflow service, proven by mutual TLS.
+    service: str | None = None
 
     @classmethod
     def operator(cls) -> Principal:
         return cls("operator", None, None, Role.ADMIN, is_operator=True)
+
+    @classmethod
+    def of_service(cls, service: str) -> Principal:
+        return cls(f"service:{service}", None, None, Role.VIEWER, service=service)
 
 
 _current: ContextVar[Principal | None] = ContextVar("eventflow_principal", default=None)
@@ -64,8 +70,34 @@ def requires(role: Role) -> Callable[[F], F]:
             principal = _current.get()
             if principal is None:
                 raise unauthenticated("MISSING_CREDENTIALS", "an API key is required")
+            if principal.service is not None:
+                raise permission_denied(
+                    "SERVICE_NOT_ALLOWED", "tenant methods take an API key, not a service identity"
+                )
             if principal.role < role:
                 raise permission_denied("ROLE_TOO_LOW", f"this call needs the {role.label} role")
+            return await method(self, request, context)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def requires_service(*services: str) -> Callable[[F], F]:
+    """Decorate a servicer method that only the named services may call.
+
+    Their identity comes from the verified client certificate on the internal
+    listener; no API key, however privileged, passes.
+    """
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        async def wrapper(self: object, request: object, context: object) -> object:
+            principal = _current.get()
+            if principal is None or principal.service not in services:
+                raise permission_denied(
+                    "SERVICE_ONLY", f"only the {' or '.join(services)} service may call this"
+                )
             return await method(self, request, context)
 
         return wrapper  # type: ignore[return-value]

@@ -11,17 +11,16 @@ from psycopg_pool import AsyncConnectionPool
 from libs.bus import Bus
 from libs.bus import topics as bus_topics
 from libs.db import load_migrations
+from libs.outbox import OutboxRelay
 from libs.server import ServiceBinding
 from services.registry.api.tenancy import TenancyServicer
 from services.registry.api.workflows import WorkflowServicer
-from services.registry.events.state_topic import OutboxRelay
-from services.registry.storage.outbox import OutboxStore
+from services.registry.storage import SCHEMA
 from services.registry.storage.tenancy import TenancyStore
 from services.registry.storage.workflows import WorkflowStore
 from services.registry.tenancy import Tenancy
 from services.registry.workflows import WorkflowCatalog
 
-SCHEMA = "registry"
 MIGRATIONS = load_migrations(Path(__file__).parent / "storage" / "migrations")
 
 
@@ -45,7 +44,7 @@ class Registry:
 
 def build_registry(pool: AsyncConnectionPool, bus: Bus, outbox_poll_ms: int = 500) -> Registry:
     keys = TenancyStore(pool)
-    relay = OutboxRelay(OutboxStore(pool), bus, poll_interval_s=outbox_poll_ms / 1000)
+    relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)
     catalog = WorkflowCatalog(WorkflowStore(pool), keys, on_commit=relay.notify)
     tenancy = Tenancy(keys)
     bindings = [

@@ -1,7 +1,8 @@
 """Workflow use cases: each one a transaction over storage, rules from domain/.
 
-Every change of runnable state (publish, enable, disable, archive) writes a
-``WorkflowState`` record to the outbox in the same transaction.
+Every change of a workflow (draft edits, publish, enable, disable, archive,
+delete) writes a ``WorkflowState`` record (or a tombstone) to the outbox in
+the same transaction, so the state topic never misses or invents a change.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from eventflow.registry.v1 import workflow_state_pb2
 
 from libs.auth import Principal
 from libs.errors import invalid_field, not_found
+from libs.outbox import enqueue
 from libs.pagination import decode_token, encode_token, page_size
 from services.registry import errors
-from services.registry.api.convert import timestamp, version_proto
+from services.registry.api.convert import definition_proto, timestamp, version_proto
 from services.registry.domain import lifecycle
 from services.registry.domain.canonical import Change, definition_hash, diff
 from services.registry.domain.definition import normalize_definition
 from services.registry.domain.tenancy import check_environment_allowed, project_for
-from services.registry.events.state_topic import state_record
-from services.registry.storage.outbox import enqueue
+from services.registry.events.state_topic import state_record, tombstone
+from services.registry.storage import SCHEMA
 from services.registry.storage.tenancy import TenancyStore
 from services.registry.storage.workflows import (
     Conn,
@@ -78,6 +80,8 @@ class WorkflowCatalog:
         await self._check_plan(org, draft["environment"])
         async with self._store.transaction() as conn:
             row = await self._store.insert(conn, org, project, draft, definition_hash(draft))
+            await self._enqueue_state(conn, row, None)
+        self._on_commit()
         return WorkflowView(row, None)
 
     async def get(self, who: Principal, workflow_id: str) -> WorkflowView:
@@ -131,13 +135,18 @@ class WorkflowCatalog:
                     raise errors.environment_locked(workflow_id)
                 await self._check_plan(row.organization_id, draft["environment"])
             row = await self._store.save_draft(conn, row.id, draft, definition_hash(draft))
-            return await self._view(conn, row)
+            view = await self._view(conn, row)
+            await self._enqueue_state(conn, row, await self._latest(conn, row))
+        self._on_commit()
+        return view
 
     async def delete(self, who: Principal, workflow_id: str) -> None:
         async with self._store.transaction() as conn:
             row = await self._load(conn, who, workflow_id, lock=True)
             lifecycle.check_deletable(row.status, workflow_id)
             await self._store.delete(conn, row.id)
+            await enqueue(conn, SCHEMA, *tombstone(str(row.id)))
+        self._on_commit()
 
     async def publish(self, who: Principal, workflow_id: str, message: str) -> PublishResult:
         async with self._store.transaction() as conn:
@@ -209,9 +218,7 @@ class WorkflowCatalog:
             if status == row.status:
                 return await self._view(conn, row)
             row = await self._store.set_state(conn, row.id, status, row.published_version)
-            latest = await self._latest(conn, row)
-            if latest is not None:
-                await self._enqueue_state(conn, row, latest)
+            await self._enqueue_state(conn, row, await self._latest(conn, row))
             view = await self._view(conn, row)
         self._on_commit()
         return view
@@ -244,18 +251,23 @@ class WorkflowCatalog:
             raise not_found("organization", org_id)
         check_environment_allowed(org.plan, environment)
 
-    async def _enqueue_state(self, conn: Conn, row: WorkflowRow, version: VersionRow) -> None:
+    async def _enqueue_state(
+        self, conn: Conn, row: WorkflowRow, version: VersionRow | None
+    ) -> None:
         state = workflow_state_pb2.WorkflowState(
             workflow_id=str(row.id),
             organization_id=row.organization_id,
             project_id=row.project_id,
-            environment=version.definition["environment"],
+            environment=row.draft["environment"],
             status=row.status,
-            published=version_proto(version),
             revision=row.revision,
             change_time=timestamp(row.update_time),
+            draft=definition_proto(row.draft),
         )
-        await enqueue(conn, *state_record(state))
+        if version is not None:
+            state.published.CopyFrom(version_proto(version))
+            state.environment = version.definition["environment"]
+        await enqueue(conn, SCHEMA, *state_record(state))
 
 
 def _org(who: Principal) -> str:

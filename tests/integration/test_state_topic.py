@@ -7,13 +7,15 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 
+from eventflow.registry.v1 import workflow_pb2 as wf
 from eventflow.registry.v1 import workflow_service_pb2 as api
 from eventflow.registry.v1 import workflow_state_pb2
+from google.protobuf.field_mask_pb2 import FieldMask
 
 from libs.bus import KafkaBus, Record
 from libs.bus import topics as bus_topics
 from tests.conftest import Tenant
-from tests.integration.helpers import workflow
+from tests.integration.helpers import action, workflow
 
 
 class StateReader:
@@ -39,9 +41,9 @@ class StateReader:
 
     def states(self, workflow_id: str) -> list[workflow_state_pb2.WorkflowState]:
         return [
-            workflow_state_pb2.WorkflowState.FromString(r.value or b"")
+            workflow_state_pb2.WorkflowState.FromString(r.value)
             for r in self.records
-            if r.key == workflow_id.encode()
+            if r.key == workflow_id.encode() and r.value is not None
         ]
 
     async def wait_for(
@@ -68,14 +70,15 @@ async def test_publish_and_status_changes_are_published_in_order(
         await tenant.workflows.PublishWorkflow(api.PublishWorkflowRequest(id=wf_id), metadata=dev)
         await tenant.workflows.DisableWorkflow(api.DisableWorkflowRequest(id=wf_id), metadata=dev)
         await tenant.workflows.ArchiveWorkflow(api.ArchiveWorkflowRequest(id=wf_id), metadata=dev)
-        states = await reader.wait_for(wf_id, 3)
+        states = await reader.wait_for(wf_id, 4)
         await asyncio.sleep(0.5)
         states = reader.states(wf_id)
         record = next(r for r in reader.records if r.key == wf_id.encode())
     # UNCHANGED publishes nothing; every real change is one record.
-    assert [s.status for s in states] == ["active", "paused", "archived"]
+    assert [s.status for s in states] == ["draft", "active", "paused", "archived"]
     assert [s.revision for s in states] == sorted({s.revision for s in states})
-    first = states[0]
+    assert not states[0].HasField("published")
+    first = states[1]
     assert (first.organization_id, first.project_id, first.environment) == (
         tenant.org,
         tenant.project,
@@ -91,16 +94,42 @@ async def test_publish_and_status_changes_are_published_in_order(
     assert record.header("content-type") == b"application/x-protobuf"
 
 
-async def test_drafts_never_reach_the_state_topic(tenant: Tenant, kafka_bootstrap: str) -> None:
+async def test_draft_edits_carry_the_draft_and_keep_the_published_version(
+    tenant: Tenant, kafka_bootstrap: str
+) -> None:
     dev = tenant.metadata("developer")
     async with StateReader(kafka_bootstrap) as reader:
         created = await tenant.workflows.CreateWorkflow(
             api.CreateWorkflowRequest(project_id=tenant.project, workflow=workflow()), metadata=dev
         )
-        await tenant.workflows.PublishWorkflow(
-            api.PublishWorkflowRequest(id=created.workflow.id), metadata=dev
+        wf_id = created.workflow.id
+        await tenant.workflows.PublishWorkflow(api.PublishWorkflowRequest(id=wf_id), metadata=dev)
+        await tenant.workflows.UpdateWorkflow(
+            api.UpdateWorkflowRequest(
+                workflow=wf.Workflow(id=wf_id, steps=[action("other-action")]),
+                update_mask=FieldMask(paths=["steps"]),
+            ),
+            metadata=dev,
         )
-        await reader.wait_for(created.workflow.id, 1)
-        await asyncio.sleep(0.5)
-        states = reader.states(created.workflow.id)
-    assert len(states) == 1 and states[0].status == "active"
+        states = await reader.wait_for(wf_id, 3)
+    edited = states[2]
+    assert edited.status == "active"
+    assert [s.action for s in edited.draft.steps] == ["other-action"]
+    assert edited.published.version == 1
+    assert [s.action for s in edited.published.definition.steps if s.action] == ["score-order"]
+
+
+async def test_deleting_a_draft_publishes_a_tombstone(tenant: Tenant, kafka_bootstrap: str) -> None:
+    dev = tenant.metadata("developer")
+    async with StateReader(kafka_bootstrap) as reader:
+        created = await tenant.workflows.CreateWorkflow(
+            api.CreateWorkflowRequest(project_id=tenant.project, workflow=workflow()), metadata=dev
+        )
+        wf_id = created.workflow.id
+        await tenant.workflows.DeleteWorkflow(api.DeleteWorkflowRequest(id=wf_id), metadata=dev)
+        for _ in range(600):
+            mine = [r for r in reader.records if r.key == wf_id.encode()]
+            if len(mine) == 2:
+                break
+            await asyncio.sleep(0.05)
+    assert [r.value is None for r in mine] == [False, True]

@@ -1,0 +1,3 @@
+"""PostgreSQL storage of the registry; everything lives in this schema."""
+
+SCHEMA = "registry"

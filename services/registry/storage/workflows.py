@@ -1,4 +1,4 @@
-"""Workflows, their versions and the outbox, in PostgreSQL.
+"""Workflows and their versions in PostgreSQL.
 
 Methods take the connection of the caller's transaction, so one use case
 (publish: lock, write version, bump status, enqueue state record) commits
@@ -30,6 +30,7 @@ class WorkflowRow:
     draft: dict[str, Any]
     draft_hash: str
     published_version: int
+    # Bumped on every change; orders the records of the state topic.
     revision: int
     create_time: datetime
     update_time: datetime
@@ -80,8 +81,8 @@ class WorkflowStore:
     ) -> WorkflowRow:
         cur = await conn.execute(
             "INSERT INTO registry.workflows (id, organization_id, project_id, name, trigger_event,"
-            " environment, status, draft, draft_hash)"
-            f" VALUES (%s, %s, %s, %s, %s, %s, 'draft', %s, %s) RETURNING {_WORKFLOW_COLUMNS}",
+            " environment, status, draft, draft_hash, revision)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, 'draft', %s, %s, 1) RETURNING {_WORKFLOW_COLUMNS}",
             (
                 uuid.uuid4(),
                 organization_id,
@@ -130,7 +131,7 @@ class WorkflowStore:
     ) -> WorkflowRow:
         cur = await conn.execute(
             "UPDATE registry.workflows SET draft = %s, draft_hash = %s, name = %s,"
-            " trigger_event = %s, environment = %s, update_time = now()"
+            " trigger_event = %s, environment = %s, revision = revision + 1, update_time = now()"
             f" WHERE id = %s RETURNING {_WORKFLOW_COLUMNS}",
             (
                 Jsonb(draft),

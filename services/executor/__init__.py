@@ -1,0 +1,1 @@
+"""The executor: runs WebAssembly actions in a metered sandbox; nothing durable."""

@@ -1,0 +1,1 @@
+"""Governance: custom actions, their versions, signatures, reviews and usages."""

@@ -1,0 +1,3 @@
+"""PostgreSQL storage of governance; everything lives in this schema."""
+
+SCHEMA = "governance"

@@ -177,7 +177,8 @@ def keys_revoke(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Any:
+    """Add ``admin``; returns its area group so other modules can add areas to it."""
     # Admin commands take their scope from --org/--project options of their
     # own, so the global --project is left out of their parents.
     common = connection_options(with_project=False)
@@ -229,3 +230,4 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_paging(p)
     p = leaf(keys, "revoke", keys_revoke, "revoke an API key")
     p.add_argument("key_id", metavar="KEY_ID")
+    return areas

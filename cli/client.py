@@ -12,7 +12,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import grpc
+from eventflow.governance.v1 import action_service_pb2_grpc
 from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
+from eventflow.vault.v1 import (
+    audit_service_pb2_grpc,
+    key_ring_service_pb2_grpc,
+    secret_service_pb2_grpc,
+)
 
 from cli.errors import CommandError
 from cli.profile import Settings
@@ -27,13 +33,27 @@ R = TypeVar("R")
 class Client:
     """The stubs plus the per-call metadata; handlers call through ``call``."""
 
-    def __init__(self, workflows: Any, tenancy: Any, api_key: str) -> None:
+    def __init__(
+        self,
+        workflows: Any,
+        tenancy: Any,
+        api_key: str,
+        *,
+        secrets: Any = None,
+        key_ring: Any = None,
+        audit: Any = None,
+        actions: Any = None,
+    ) -> None:
         self.workflows = workflows
         self.tenancy = tenancy
+        self.secrets = secrets
+        self.key_ring = key_ring
+        self.audit = audit
+        self.actions = actions
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
-    def call(self, method: Callable[..., R], request: Any) -> R:
-        return method(request, metadata=self._metadata, timeout=DEADLINE_SECONDS)
+    def call(self, method: Callable[..., R], request: Any, timeout: float = DEADLINE_SECONDS) -> R:
+        return method(request, metadata=self._metadata, timeout=timeout)
 
 
 @contextmanager
@@ -43,6 +63,10 @@ def open_client(settings: Settings) -> Iterator[Client]:
             workflow_service_pb2_grpc.WorkflowServiceStub(channel),
             tenancy_service_pb2_grpc.TenancyServiceStub(channel),
             settings.api_key,
+            secrets=secret_service_pb2_grpc.SecretServiceStub(channel),
+            key_ring=key_ring_service_pb2_grpc.KeyRingServiceStub(channel),
+            audit=audit_service_pb2_grpc.AuditServiceStub(channel),
+            actions=action_service_pb2_grpc.ActionServiceStub(channel),
         )
 
 

@@ -13,11 +13,11 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 import grpc
 
-from cli import admin, workflows
+from cli import actions, admin, keyring, secrets, workflows
 from cli.client import open_client
 from cli.context import Connect, Context
 from cli.errors import CommandError, print_rpc_error
@@ -27,16 +27,32 @@ from cli.profile import load_profile, resolve
 EXIT_INTERRUPTED = 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """Never echoes unrecognised arguments: a mistyped `--secrets K=V` holds a secret.
+
+    Subcommand parsers are built with their parent's class, so this covers all.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments"):
+            count = len(message.split(":", 1)[1].split())
+            message = f"{count} unrecognized argument(s), not shown as they may hold secrets"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = connection_options()
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="eventflow",
         description="Event-driven workflows: manage workflows and tenants, run the dev stack.",
         parents=[common],
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     workflows.register(commands, common)
-    admin.register(commands)
+    admin_areas = admin.register(commands)
+    actions.register(commands)
+    secrets.register(commands, common)
+    keyring.register(admin_areas)
 
     dev = commands.add_parser("dev", help="run the embedded dev stack (all services, one port)")
     dev.set_defaults(stack="dev")

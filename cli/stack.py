@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import warnings
 from contextlib import AsyncExitStack
@@ -27,19 +28,35 @@ from typing import Any
 
 import psycopg
 
-from libs.auth import Principal, Role, parse_api_key
+from libs.auth import KeyStore, Principal, Role, parse_api_key
 from libs.bus import Bus, create_bus
 from libs.config import Settings
-from libs.db import apply_migrations, open_pool
-from libs.server import RunningServer, start_server
+from libs.db import Migration, apply_migrations, open_pool
+from libs.executor_client import ExecutorClient
+from libs.governance_client import ModuleClient
+from libs.identity import STACK, ServiceCertificates, create_dev_pki
+from libs.key_client import RemoteKeyStore
+from libs.server import RunningServer, ServiceBinding, start_server
 from libs.telemetry import setup_telemetry
-from services.registry.server import MIGRATIONS as REGISTRY_MIGRATIONS
-from services.registry.server import SCHEMA as REGISTRY_SCHEMA
+from libs.vault_client import VaultClient
+from services.executor.server import Executor, build_executor
+from services.executor.wasm_sandbox import WasmSandbox
+from services.governance import server as governance_server
+from services.governance.server import Governance, build_governance
+from services.registry import server as registry_server
 from services.registry.server import Registry, build_registry
+from services.vault import server as vault_server
+from services.vault.keyring import generate_keyring_file, keyring_from_settings
+from services.vault.server import Vault, build_vault
 
 log = logging.getLogger("eventflow")
 
-SERVICES = ("registry",)
+SERVICES = ("registry", "governance", "vault", "executor")
+MIGRATIONS: dict[str, tuple[str, list[Migration]]] = {
+    "registry": (registry_server.SCHEMA, registry_server.MIGRATIONS),
+    "governance": (governance_server.SCHEMA, governance_server.MIGRATIONS),
+    "vault": (vault_server.SCHEMA, vault_server.MIGRATIONS),
+}
 CREDENTIALS_FILE = "credentials.json"
 OPERATOR_TOKEN_FILE = "operator_token"
 DEMO_ORG = DEMO_PROJECT = "demo"
@@ -47,54 +64,148 @@ DEMO_ORG = DEMO_PROJECT = "demo"
 
 @dataclass
 class Stack:
+    """The services of one process, served on one public and one internal port."""
+
     settings: Settings
     bus: Bus
-    registry: Registry
     server: RunningServer
+    registry: Registry | None
+    governance: Governance | None
+    vault: Vault | None
+    executor: Executor | None
     _exit: AsyncExitStack
 
     @property
     def address(self) -> str:
-        host = self.settings.grpc_listen.rsplit(":", 1)[0]
-        return f"{host}:{self.server.port}"
+        return f"{_host(self.settings.grpc_listen)}:{self.server.port}"
+
+    @property
+    def internal_address(self) -> str:
+        return f"{_host(self.settings.internal_listen)}:{self.server.internal_port}"
 
     @classmethod
-    async def start(cls, settings: Settings, bus: Bus | None = None) -> Stack:
+    async def start(
+        cls,
+        settings: Settings,
+        services: tuple[str, ...] = SERVICES,
+        bus: Bus | None = None,
+        keys: KeyStore | None = None,
+    ) -> Stack:
         exit_stack = AsyncExitStack()
         try:
-            await migrate(settings.database_url)
-            pool = await open_pool(settings.database_url, max_size=settings.db_pool_max)
-            exit_stack.push_async_callback(pool.close)
-            bus = bus or create_bus(settings.bus, settings.kafka_bootstrap, client_id="eventflow")
-            await bus.start()
-            exit_stack.push_async_callback(bus.stop)
-            registry = build_registry(pool, bus, settings.outbox_poll_ms)
-            await registry.start()
-            exit_stack.push_async_callback(registry.stop)
-            server = await start_server(
-                registry.bindings,
-                listen=settings.grpc_listen,
-                keys=registry.keys,
-                operator_token=settings.operator_token,
-            )
-            exit_stack.push_async_callback(server.stop)
+            return await cls._start(settings, services, bus, keys, exit_stack)
         except BaseException:
             await exit_stack.aclose()
             raise
-        return cls(settings, bus, registry, server, exit_stack)
+
+    @classmethod
+    async def _start(
+        cls,
+        settings: Settings,
+        services: tuple[str, ...],
+        bus: Bus | None,
+        keys: KeyStore | None,
+        exit_stack: AsyncExitStack,
+    ) -> Stack:
+        certs_dir = certificates_dir(settings)
+        # Bound before anything is built so clients can target this process.
+        internal_listen = _pin_port(settings.internal_listen)
+        settings = dataclasses.replace(settings, internal_listen=internal_listen)
+
+        def certs(service: str) -> ServiceCertificates:
+            return ServiceCertificates.load(certs_dir, service)
+
+        def target(address: str) -> str:
+            return address or internal_listen
+
+        await migrate(settings.database_url, services)
+        pool = await open_pool(settings.database_url, max_size=settings.db_pool_max)
+        exit_stack.push_async_callback(pool.close)
+        bus = bus or create_bus(settings.bus, settings.kafka_bootstrap, client_id="eventflow")
+        await bus.start()
+        exit_stack.push_async_callback(bus.stop)
+
+        registry = governance = vault = executor = None
+        bindings: list[ServiceBinding] = []
+        if "registry" in services:
+            registry = build_registry(pool, bus, settings.outbox_poll_ms)
+            keys = keys or registry.keys
+            bindings += registry.bindings
+        if "governance" in services:
+            executor_client = ExecutorClient(target(settings.executor_address), certs("governance"))
+            exit_stack.push_async_callback(executor_client.close)
+            governance = build_governance(pool, bus, executor_client, settings.outbox_poll_ms)
+            bindings += governance.bindings
+        if "vault" in services:
+            vault = build_vault(pool, keyring_from_settings(settings))
+            bindings += vault.bindings
+        if "executor" in services:
+            sandbox = WasmSandbox(settings.executor_workers)
+            await sandbox.start()
+            exit_stack.push_async_callback(sandbox.close)
+            modules = ModuleClient(target(settings.governance_address), certs("executor"))
+            exit_stack.push_async_callback(modules.close)
+            secrets_source = VaultClient(target(settings.vault_address), certs("executor"))
+            exit_stack.push_async_callback(secrets_source.close)
+            executor = build_executor(
+                bus, sandbox, modules, secrets_source, actions_disabled=settings.actions_disabled
+            )
+            bindings += executor.bindings
+        if keys is None:
+            remote = RemoteKeyStore(target(settings.registry_address), certs(services[0]))
+            exit_stack.push_async_callback(remote.close)
+            keys = remote
+
+        for part in (registry, governance, vault, executor):
+            if part is not None:
+                await part.start()
+                exit_stack.push_async_callback(part.stop)
+        identity = services[0] if len(services) == 1 else STACK
+        server = await start_server(
+            bindings,
+            listen=settings.grpc_listen,
+            keys=keys,
+            operator_token=settings.operator_token,
+            internal_listen=internal_listen,
+            certificates=certs(identity),
+        )
+        exit_stack.push_async_callback(server.stop)
+        return cls(settings, bus, server, registry, governance, vault, executor, exit_stack)
 
     async def stop(self) -> None:
         await self._exit.aclose()
 
 
-async def migrate(database_url: str) -> None:
-    """Apply every service's migrations (each to its own schema)."""
+def certificates_dir(settings: Settings) -> Path:
+    """The configured certificates, or a dev CA generated under the data dir."""
+    if settings.certs_dir:
+        return Path(settings.certs_dir)
+    return create_dev_pki(settings.data_dir / "certs")
+
+
+def _host(listen: str) -> str:
+    return listen.rsplit(":", 1)[0]
+
+
+def _pin_port(listen: str) -> str:
+    """Replace port 0 by a free port now, so the address is known before serving."""
+    host, port = listen.rsplit(":", 1)
+    if port != "0":
+        return listen
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return f"{host}:{probe.getsockname()[1]}"
+
+
+async def migrate(database_url: str, services: tuple[str, ...] = SERVICES) -> None:
+    """Apply each service's migrations, each to its own schema."""
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        applied = await apply_migrations(conn, REGISTRY_SCHEMA, REGISTRY_MIGRATIONS)
-        for migration in applied:
-            log.info(
-                "applied %s migration %04d_%s", REGISTRY_SCHEMA, migration.version, migration.name
-            )
+        for service in services:
+            if service not in MIGRATIONS:
+                continue
+            schema, migrations = MIGRATIONS[service]
+            for migration in await apply_migrations(conn, schema, migrations):
+                log.info("applied %s migration %04d_%s", schema, migration.version, migration.name)
 
 
 def run_serve(service: str, config: Path | None) -> int:
@@ -108,7 +219,7 @@ def run_serve(service: str, config: Path | None) -> int:
         return 2
     _configure_logging(settings)
     setup_telemetry(f"eventflow-{service}", settings.telemetry_exporter or "none")
-    return asyncio.run(_serve_until_signal(settings, banner=None))
+    return asyncio.run(_serve_until_signal(settings, banner=None, services=(service,)))
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -126,8 +237,14 @@ def run_dev(args: argparse.Namespace) -> int:
     if not database_url:
         print(f"starting embedded PostgreSQL in {data_dir / 'pg'} ...", flush=True)
         database_url = _embedded_postgres(data_dir / "pg")
+    keyring_file = settings.vault_keyring_file
+    if not keyring_file and not settings.vault_keyring:
+        keyring_file = str(generate_keyring_file(data_dir / "vault-keyring"))
     settings = dataclasses.replace(
-        settings, operator_token=operator_token, database_url=database_url
+        settings,
+        operator_token=operator_token,
+        database_url=database_url,
+        vault_keyring_file=keyring_file,
     )
     return asyncio.run(_serve_until_signal(settings, banner=data_dir))
 
@@ -153,8 +270,10 @@ def _embedded_postgres(pgdata: Path) -> str:
     return str(server.get_uri())
 
 
-async def _serve_until_signal(settings: Settings, banner: Path | None) -> int:
-    stack = await Stack.start(settings)
+async def _serve_until_signal(
+    settings: Settings, banner: Path | None, services: tuple[str, ...] = SERVICES
+) -> int:
+    stack = await Stack.start(settings, services)
     try:
         if banner is not None:
             credentials = await bootstrap_dev_tenant(stack, banner)
@@ -179,22 +298,24 @@ async def bootstrap_dev_tenant(stack: Stack, data_dir: Path) -> dict[str, str]:
     current directory, so from the repo it talks to the dev stack as admin.
     """
     path = data_dir / CREDENTIALS_FILE
+    registry = stack.registry
+    assert registry is not None, "the dev stack always runs the registry"
     if path.exists():
         saved = json.loads(path.read_text())
         key = parse_api_key(saved.get("api_key", ""))
-        if key and await stack.registry.keys.find_key(key.key_id):
+        if key and await registry.keys.find_key(key.key_id):
             saved["server"] = stack.address
             _write_private(path, saved)
             return dict(saved)
-    tenancy, operator = stack.registry.tenancy, Principal.operator()
-    if await stack.registry.keys.get_organization(DEMO_ORG) is None:
+    tenancy, operator = registry.tenancy, Principal.operator()
+    if await registry.keys.get_organization(DEMO_ORG) is None:
         await tenancy.create_organization(operator, DEMO_ORG, "Demo organization", "team")
-    if await stack.registry.keys.get_project(DEMO_ORG, DEMO_PROJECT) is None:
+    if await registry.keys.get_project(DEMO_ORG, DEMO_PROJECT) is None:
         await tenancy.create_project(operator, DEMO_ORG, DEMO_PROJECT, "Demo project")
     admin_key, secret = await tenancy.create_api_key(
         operator, DEMO_ORG, "", Role.ADMIN.label, "dev stack admin (make run)"
     )
-    await _publish_demo_workflow(stack, admin_key.id)
+    await _publish_demo_workflow(registry, admin_key.id)
     credentials = {
         "server": stack.address,
         "api_key": secret,
@@ -216,10 +337,10 @@ DEMO_WORKFLOW: dict[str, Any] = {
 }
 
 
-async def _publish_demo_workflow(stack: Stack, admin_key_id: str) -> None:
+async def _publish_demo_workflow(registry: Registry, admin_key_id: str) -> None:
     """A published workflow for the tour, reacting to `demo.user_signed_up`."""
     admin = Principal(admin_key_id, DEMO_ORG, None, Role.ADMIN)
-    catalog = stack.registry.catalog
+    catalog = registry.catalog
     existing, _ = await catalog.list_workflows(
         admin, DEMO_PROJECT, {"trigger_event": DEMO_WORKFLOW["trigger_event"]}, 1, ""
     )

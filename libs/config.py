@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,56 @@ SETTINGS: dict[str, Setting] = {
         "500",
         "How often an outbox relay looks for unsent records when not woken.",
     ),
+    "internal_listen": Setting(
+        "EVENTFLOW_INTERNAL_LISTEN",
+        "127.0.0.1:7234",
+        "Address of the mutual-TLS listener for service-to-service calls.",
+    ),
+    "certs_dir": Setting(
+        "EVENTFLOW_CERTS_DIR",
+        "",
+        "Folder with `ca.pem` and `<service>.pem/.key`. Empty: `<data dir>/certs`, generated.",
+    ),
+    "registry_address": Setting(
+        "EVENTFLOW_REGISTRY_ADDRESS",
+        "",
+        "The registry's internal listener (API key lookups). Empty: this process's own.",
+    ),
+    "governance_address": Setting(
+        "EVENTFLOW_GOVERNANCE_ADDRESS",
+        "",
+        "Governance's internal listener. Empty: this process's own (the one-process stack).",
+    ),
+    "executor_address": Setting(
+        "EVENTFLOW_EXECUTOR_ADDRESS",
+        "",
+        "The executor's internal listener. Empty: this process's own.",
+    ),
+    "vault_address": Setting(
+        "EVENTFLOW_VAULT_ADDRESS", "", "The vault's internal listener. Empty: this process's own."
+    ),
+    "executor_workers": Setting(
+        "EVENTFLOW_EXECUTOR_WORKERS",
+        "0",
+        "Worker processes that run WebAssembly guests. 0: one per CPU core.",
+    ),
+    "actions_disabled": Setting(
+        "EVENTFLOW_ACTIONS_DISABLED",
+        "false",
+        "Server-wide kill switch: `true` makes every custom action fail with ACTION_DISABLED.",
+    ),
+    "vault_keyring": Setting(
+        "EVENTFLOW_VAULT_KEYRING",
+        "",
+        "Vault key-encryption keys inline: `VERSION:BASE64KEY` entries (32-byte keys),"
+        " comma-separated; the highest version wraps new secrets. Set this or the file, not both.",
+    ),
+    "vault_keyring_file": Setting(
+        "EVENTFLOW_VAULT_KEYRING_FILE",
+        "",
+        "File with the vault key ring, one `VERSION:BASE64KEY` per line (mode 0600)."
+        " `eventflow admin keyring rotate --file` creates it or adds a version.",
+    ),
 }
 
 
@@ -75,6 +125,17 @@ class Settings:
     log_level: str
     db_pool_max: int
     outbox_poll_ms: int
+    internal_listen: str
+    certs_dir: str
+    registry_address: str
+    governance_address: str
+    executor_address: str
+    vault_address: str
+    executor_workers: int
+    actions_disabled: bool
+    # Key material: kept out of repr, since settings end up in logs and tracebacks.
+    vault_keyring: str = field(default="", repr=False)
+    vault_keyring_file: str = ""
 
     @classmethod
     def load(
@@ -111,7 +172,12 @@ def _read_config_file(path: Path) -> dict[str, object]:
 def _coerce(name: str, value: object) -> object:
     if name == "data_dir":
         return Path(str(value))
-    if name in ("db_pool_max", "outbox_poll_ms"):
+    if name == "actions_disabled":
+        text = str(value).lower()
+        if text not in ("true", "false", "1", "0"):
+            raise ValueError(f"{SETTINGS[name].env} must be true or false, got {value!r}")
+        return text in ("true", "1")
+    if name in ("db_pool_max", "outbox_poll_ms", "executor_workers"):
         try:
             return int(str(value))
         except ValueError:

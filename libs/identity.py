@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 SERVICES = ("registry", "governance", "vault", "executor", "orchestrator")
+# The identity of the one-process dev stack's internal listener.
+STACK = "stack"
 VALIDITY = dt.timedelta(days=825)
 
 
@@ -87,18 +89,26 @@ def create_dev_pki(directory: Path, services: tuple[str, ...] = SERVICES) -> Pat
     ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
     for service in services:
         if not (directory / f"{service}.pem").exists():
-            _issue(directory, service, ca_cert, ca_key)
+            _issue(directory, service, ca_cert, ca_key, (service,))
+    # The one-process stack serves every service on one internal listener,
+    # so its server certificate must name them all.
+    if not (directory / f"{STACK}.pem").exists():
+        _issue(directory, STACK, ca_cert, ca_key, services)
     return directory
 
 
 def _issue(
-    directory: Path, service: str, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey
+    directory: Path,
+    service: str,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    dns_names: tuple[str, ...],
 ) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, service)])
     alt_names = x509.SubjectAlternativeName(
         [
-            x509.DNSName(service),
+            *(x509.DNSName(name) for name in dns_names),
             x509.DNSName("localhost"),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         ]

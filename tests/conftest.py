@@ -9,8 +9,11 @@ are isolated the way tenants are.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import os
 import secrets
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cli.stack import Stack
 from libs.config import Settings
+from libs.identity import ServiceCertificates, create_dev_pki
 from tests.harness.kafka_broker import KafkaBroker
 
 
@@ -74,6 +78,29 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def pki() -> Iterator[Path]:
+    """A dev CA and a certificate per service (and one for the one-process stack)."""
+    with own_temp_dir("pki") as folder:
+        yield create_dev_pki(folder)
+
+
+@contextlib.contextmanager
+def own_temp_dir(name: str) -> Iterator[Path]:
+    """A temp folder outside pytest's, which a concurrent pytest run could prune."""
+    folder = Path(tempfile.mkdtemp(prefix=f"eventflow-test-{name}-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def service_channel(stack: Stack, pki: Path, service: str) -> grpc.aio.Channel:
+    """A channel to the stack's internal listener, as ``service`` (mutual TLS)."""
+    certs = ServiceCertificates.load(pki, service)
+    return grpc.aio.secure_channel(stack.internal_address, certs.channel_credentials())
+
+
+@pytest.fixture(scope="session")
 def operator_token() -> str:
     return secrets.token_urlsafe(24)
 
@@ -91,17 +118,25 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture(scope="session")
 async def stack(
-    database_url: str, kafka_bootstrap: str, operator_token: str, spans: InMemorySpanExporter
+    database_url: str,
+    kafka_bootstrap: str,
+    operator_token: str,
+    spans: InMemorySpanExporter,
+    pki: Path,
 ) -> AsyncIterator[Stack]:
-    """The registry served over real gRPC, on real PostgreSQL and Kafka."""
+    """Every service in one process over real gRPC, on real PostgreSQL and Kafka."""
     settings = Settings.load(
         environ={},
         database_url=database_url,
         bus="kafka",
         kafka_bootstrap=kafka_bootstrap,
         grpc_listen="127.0.0.1:0",
+        internal_listen="127.0.0.1:0",
+        certs_dir=str(pki),
         operator_token=operator_token,
         outbox_poll_ms=200,
+        vault_keyring=f"1:{base64.b64encode(os.urandom(32)).decode()}",
+        executor_workers=2,
     )
     stack = await Stack.start(settings)
     yield stack

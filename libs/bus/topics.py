@@ -6,5 +6,6 @@ EVENTS_DLQ = "eventflow.events.dlq"
 
 # Compacted state topics: the newest record per key is the current state.
 REGISTRY_WORKFLOWS = "eventflow.registry.workflows"
+GOVERNANCE_ACTIONS = "eventflow.governance.actions"
 
-COMPACTED = frozenset({REGISTRY_WORKFLOWS})
+COMPACTED = frozenset({REGISTRY_WORKFLOWS, GOVERNANCE_ACTIONS})

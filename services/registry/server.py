@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
+from eventflow.registry.v1 import (
+    key_lookup_service_pb2_grpc,
+    tenancy_service_pb2_grpc,
+    workflow_service_pb2_grpc,
+)
 from psycopg_pool import AsyncConnectionPool
 
 from libs.bus import Bus
@@ -13,6 +17,7 @@ from libs.bus import topics as bus_topics
 from libs.db import load_migrations
 from libs.outbox import OutboxRelay
 from libs.server import ServiceBinding
+from services.registry.api.key_lookup import ApiKeyLookupServicer
 from services.registry.api.tenancy import TenancyServicer
 from services.registry.api.workflows import WorkflowServicer
 from services.registry.storage import SCHEMA
@@ -57,6 +62,11 @@ def build_registry(pool: AsyncConnectionPool, bus: Bus, outbox_poll_ms: int = 50
             "eventflow.registry.v1.TenancyService",
             TenancyServicer(tenancy),
             tenancy_service_pb2_grpc.add_TenancyServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.registry.v1.ApiKeyLookupService",
+            ApiKeyLookupServicer(keys),
+            key_lookup_service_pb2_grpc.add_ApiKeyLookupServiceServicer_to_server,
         ),
     ]
     return Registry(bindings, keys, tenancy, catalog, relay, bus)

@@ -595,3 +595,13 @@ def test_admin_lists_and_org_commands(tmp_path: Path) -> None:
     changed = run_cli(["admin", "orgs", "set-plan", "acme", "team"], stub, cwd=tmp_path)
     assert "Plan:     team" in changed.out
     assert stub.requests("UpdateOrganizationPlan")[0].plan == "team"
+
+
+def test_a_mistyped_option_never_echoes_its_value(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
+    code = main(["actions", "simulate", "x", "--payload", "{}", "--secrets", "K=hunter2"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "hunter2" not in captured.err + captured.out
+    assert "unrecognized argument" in captured.err

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import own_temp_dir
 from tests.integration.helpers import free_port
 
 WORKFLOW = {
@@ -86,13 +87,14 @@ class DevStack:
 
 
 @pytest.fixture
-def dev(tmp_path: Path) -> Iterator[DevStack]:
-    stack = DevStack(tmp_path, free_port())
-    stack.start()
-    yield stack
-    if stack.process and stack.process.poll() is None:
-        # Ctrl-C, not SIGKILL: the stack must stop its embedded PostgreSQL on the way out.
-        stack.interrupt()
+def dev() -> Iterator[DevStack]:
+    with own_temp_dir("dev") as home:
+        stack = DevStack(home, free_port())
+        stack.start()
+        yield stack
+        if stack.process and stack.process.poll() is None:
+            # Ctrl-C, not SIGKILL: the stack must stop its embedded PostgreSQL on the way out.
+            stack.interrupt()
 
 
 def test_dev_stack_serves_the_cli_and_keeps_data_across_restarts(dev: DevStack) -> None:

@@ -29,7 +29,24 @@ def test_every_setting_has_a_development_default() -> None:
         log_level="INFO",
         db_pool_max=10,
         outbox_poll_ms=500,
+        internal_listen="127.0.0.1:7234",
+        certs_dir="",  # empty: a dev CA under the data dir
+        registry_address="",  # empty: this process's own internal listener
+        governance_address="",
+        executor_address="",
+        vault_address="",
+        executor_workers=0,  # one per core
+        actions_disabled=False,
+        vault_keyring="",
+        vault_keyring_file="",
     )
+
+
+def test_the_actions_kill_switch_reads_true_and_false() -> None:
+    assert Settings.load(environ={"EVENTFLOW_ACTIONS_DISABLED": "true"}).actions_disabled
+    assert not Settings.load(environ={"EVENTFLOW_ACTIONS_DISABLED": "0"}).actions_disabled
+    with pytest.raises(ValueError, match="EVENTFLOW_ACTIONS_DISABLED"):
+        Settings.load(environ={"EVENTFLOW_ACTIONS_DISABLED": "maybe"})
 
 
 def test_settings_and_their_table_describe_the_same_names() -> None:
@@ -51,7 +68,8 @@ def test_environment_variables_override_defaults() -> None:
             "EVENTFLOW_OUTBOX_POLL_MS": "100",
         }
     )
-    assert settings == Settings(
+    assert settings == dataclasses.replace(
+        Settings.load(environ={}),
         database_url="postgresql://db.internal/eventflow",
         bus="kafka",
         kafka_bootstrap="kafka-0:9092,kafka-1:9092",

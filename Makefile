@@ -32,6 +32,10 @@ $(GEN)/.stamp: $(STAMP) $(PROTOS) libs/protogen.py
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
+# Benchmarks print tables; they are run on demand, never by `make test`.
+bench: $(STAMP) $(GEN)/.stamp
+	$(BIN)/python -m bench
+
 kafka-fetch: $(STAMP)
 	$(BIN)/python -m tests.harness.kafka_broker fetch
 

@@ -17,7 +17,7 @@ from typing import NoReturn, TextIO
 
 import grpc
 
-from cli import actions, admin, keyring, secrets, workflows
+from cli import actions, admin, certs, keyring, secrets, workflows
 from cli.client import open_client
 from cli.context import Connect, Context
 from cli.errors import CommandError, print_rpc_error
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     actions.register(commands)
     secrets.register(commands, common)
     keyring.register(admin_areas)
+    certs.register(commands)
 
     dev = commands.add_parser("dev", help="run the embedded dev stack (all services, one port)")
     dev.set_defaults(stack="dev")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,3 +25,10 @@ async def open_pool(
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+@asynccontextmanager
+async def transaction(pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnection[Any]]:
+    """A pooled connection inside one transaction: commit on success, else roll back."""
+    async with pool.connection() as conn, conn.transaction():
+        yield conn

@@ -18,8 +18,9 @@ from libs.auth import Principal
 from libs.errors import invalid_field, not_found
 from libs.outbox import enqueue
 from libs.pagination import decode_token, encode_token, page_size
+from libs.timestamps import timestamp
 from services.registry import errors
-from services.registry.api.convert import definition_proto, timestamp, version_proto
+from services.registry.api.convert import definition_proto, version_proto
 from services.registry.domain import lifecycle
 from services.registry.domain.canonical import Change, definition_hash, diff
 from services.registry.domain.definition import normalize_definition

@@ -605,3 +605,18 @@ def test_a_mistyped_option_never_echoes_its_value(capsys: pytest.CaptureFixture[
     assert code == 2
     assert "hunter2" not in captured.err + captured.out
     assert "unrecognized argument" in captured.err
+
+
+def test_certs_creates_a_ca_and_a_certificate_per_service(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    from cli.main import main
+
+    assert main(["certs", "--dir", str(tmp_path / "certs")]) == 0
+    ca = x509.load_pem_x509_certificate((tmp_path / "certs" / "ca.pem").read_bytes())
+    executor = x509.load_pem_x509_certificate((tmp_path / "certs" / "executor.pem").read_bytes())
+    assert executor.issuer == ca.subject
+    assert executor.subject.rfc4514_string() == "CN=executor"
+    before = (tmp_path / "certs" / "ca.pem").read_bytes()
+    assert main(["certs", "--dir", str(tmp_path / "certs")]) == 0
+    assert (tmp_path / "certs" / "ca.pem").read_bytes() == before

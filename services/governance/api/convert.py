@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from eventflow.executor.v1 import executor_service_pb2 as executor_pb
 from eventflow.governance.v1 import action_pb2 as pb
 from eventflow.governance.v1 import action_service_pb2 as service_pb
-from google.protobuf.timestamp_pb2 import Timestamp
 
+from libs.timestamps import timestamp
 from services.governance.actions import ActionView
 from services.governance.storage.actions import ReviewRow, VersionRow
 from services.governance.storage.usages import UsageRow
-
-
-def timestamp(value: Any) -> Timestamp | None:
-    if value is None:
-        return None
-    ts = Timestamp()
-    ts.FromDatetime(value)
-    return ts
 
 
 def action_proto(view: ActionView) -> pb.Action:

@@ -8,8 +8,7 @@ as one transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from libs.db import transaction
 
 Conn = AsyncConnection[Any]
 
@@ -70,10 +71,8 @@ class ActionStore:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        async with self._pool.connection() as conn, conn.transaction():
-            yield conn
+    def transaction(self) -> AbstractAsyncContextManager[Conn]:
+        return transaction(self._pool)
 
     async def find(
         self, conn: Conn, organization_id: str, ref: str, *, lock: bool = False

@@ -11,8 +11,8 @@ from typing import Any
 from eventflow.registry.v1 import tenancy_service_pb2 as tenancy_pb
 from eventflow.registry.v1 import workflow_pb2 as pb
 from google.protobuf import json_format
-from google.protobuf.timestamp_pb2 import Timestamp
 
+from libs.timestamps import timestamp
 from services.registry.storage.tenancy import ApiKeyRow, OrganizationRow, ProjectRow
 from services.registry.storage.workflows import VersionRow, WorkflowRow
 
@@ -107,9 +107,3 @@ def api_key_proto(row: ApiKeyRow) -> tenancy_pb.ApiKey:
         create_time=timestamp(row.create_time),
         revoked=row.revoked,
     )
-
-
-def timestamp(value: Any) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(value)
-    return ts

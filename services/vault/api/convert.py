@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from eventflow.vault.v1 import audit_service_pb2 as audit_pb
 from eventflow.vault.v1 import key_ring_service_pb2 as key_ring_pb
 from eventflow.vault.v1 import secret_service_pb2 as secret_pb
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from libs.errors import invalid_field
+from libs.timestamps import timestamp
 from services.vault.domain.audit import Operation, Outcome
 from services.vault.rotation import KeyVersionView
 from services.vault.storage.audit import AuditRow
@@ -38,14 +36,6 @@ _KEY_STATES = {
     "retired": key_ring_pb.KEY_VERSION_STATE_RETIRED,
     "missing": key_ring_pb.KEY_VERSION_STATE_MISSING,
 }
-
-
-def timestamp(value: datetime | None) -> Timestamp | None:
-    if value is None:
-        return None
-    ts = Timestamp()
-    ts.FromDatetime(value)
-    return ts
 
 
 def secret_proto(row: SecretRow) -> secret_pb.Secret:

@@ -7,8 +7,7 @@ back as a whole. Only sealed envelopes pass through here, never a value.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from libs.db import transaction
 from services.vault.domain.envelope import Sealed, SecretRecord
 
 Conn = AsyncConnection[Any]
@@ -60,10 +60,8 @@ class SecretStore:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
-        async with self._pool.connection() as conn, conn.transaction():
-            yield conn
+    def transaction(self) -> AbstractAsyncContextManager[Conn]:
+        return transaction(self._pool)
 
     async def next_version(self, conn: Conn, org: str, action: str, key: str, who: str) -> int:
         """Claim the next version number (row-locked until commit)."""

@@ -13,8 +13,13 @@ from cli import workflow_views as views
 from cli.client import ALL_PAGE_SIZE, collect_pages
 from cli.context import Context, Handler
 from cli.options import add_paging, positive_int
-from cli.output import to_dict
+from cli.output import render_fields, to_dict
 from cli.workflow_file import MASK_PATHS, load_workflow, update_mask
+
+SIGNING_SECRET_WARNING = (
+    "warning: this is the only time the webhook signing secret is shown. Store it now; "
+    "if it is lost, `eventflow workflows rotate-secret {id}` issues a new one."
+)
 
 
 def _show(ctx: Context, workflow: Any) -> int:
@@ -37,7 +42,30 @@ def create(args: argparse.Namespace, ctx: Context) -> int:
     request = ws.CreateWorkflowRequest(project_id=ctx.settings.project, workflow=file.workflow)
     with ctx.connect() as client:
         response = client.call(client.workflows.CreateWorkflow, request)
-    return _show(ctx, response.workflow)
+    workflow, secret = response.workflow, response.webhook_signing_secret
+    if not secret:  # a server from before signing secrets
+        return _show(ctx, workflow)
+    if ctx.json:
+        # The workflow as `get` prints it, plus the secret: scripts reading
+        # `.id` keep working and find the secret beside it.
+        shown = {**to_dict(workflow), "webhook_signing_secret": secret}
+        print(json.dumps(shown, indent=2, ensure_ascii=False), file=ctx.out)
+    else:
+        signing = render_fields([("Webhook signing secret", secret)])
+        print(f"{views.workflow_detail(workflow)}\n\n{signing}", file=ctx.out)
+    ctx.note(SIGNING_SECRET_WARNING.format(id=workflow.id))
+    return 0
+
+
+def rotate_secret(args: argparse.Namespace, ctx: Context) -> int:
+    request = ws.RotateWebhookSigningSecretRequest(id=args.id)
+    with ctx.connect() as client:
+        response = client.call(client.workflows.RotateWebhookSigningSecret, request)
+    secret = response.webhook_signing_secret
+    ctx.emit(response, lambda: render_fields([("Webhook signing secret", secret)]))
+    ctx.note(SIGNING_SECRET_WARNING.format(id=args.id))
+    ctx.note("the previous secret stays valid for 24 hours, so receivers can switch meanwhile")
+    return 0
 
 
 def get(args: argparse.Namespace, ctx: Context) -> int:
@@ -195,3 +223,8 @@ def register(
     with_id("enable", _toggle("EnableWorkflow", ws.EnableWorkflowRequest), "paused -> active")
     with_id("disable", _toggle("DisableWorkflow", ws.DisableWorkflowRequest), "active -> paused")
     with_id("archive", _toggle("ArchiveWorkflow", ws.ArchiveWorkflowRequest), "archive for good")
+    with_id(
+        "rotate-secret",
+        rotate_secret,
+        "issue a new webhook signing secret and show it once (the old one stays valid 24 h)",
+    )

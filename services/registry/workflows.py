@@ -3,13 +3,16 @@
 Every change of a workflow (draft edits, publish, enable, disable, archive,
 delete) writes a ``WorkflowState`` record (or a tombstone) to the outbox in
 the same transaction, so the state topic never misses or invents a change.
+Webhook signing secrets never go on the bus: the orchestrator asks for them
+over the internal listener.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from eventflow.registry.v1 import workflow_state_pb2
@@ -25,9 +28,11 @@ from services.registry.domain import lifecycle
 from services.registry.domain.canonical import Change, definition_hash, diff
 from services.registry.domain.definition import normalize_definition
 from services.registry.domain.tenancy import check_environment_allowed, project_for
+from services.registry.domain.webhook_secrets import new_signing_secret, valid_secrets
 from services.registry.events.state_topic import state_record, tombstone
 from services.registry.storage import SCHEMA
 from services.registry.storage.tenancy import TenancyStore
+from services.registry.storage.webhook_secrets import WebhookSecretStore
 from services.registry.storage.workflows import (
     Conn,
     VersionRow,
@@ -49,6 +54,13 @@ class WorkflowView:
 
 
 @dataclass(frozen=True)
+class CreatedWorkflow(WorkflowView):
+    """A new workflow and its webhook signing secret, which is shown this once."""
+
+    signing_secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class PublishResult:
     published: bool
     version: VersionRow
@@ -64,14 +76,19 @@ class Preview:
 
 class WorkflowCatalog:
     def __init__(
-        self, store: WorkflowStore, tenancy: TenancyStore, on_commit: Callable[[], None]
+        self,
+        store: WorkflowStore,
+        tenancy: TenancyStore,
+        secrets: WebhookSecretStore,
+        on_commit: Callable[[], None],
     ) -> None:
         self._store = store
         self._tenancy = tenancy
+        self._secrets = secrets
         # Wakes the outbox relay once a state change has committed.
         self._on_commit = on_commit
 
-    async def create(self, who: Principal, project_id: str, raw: dict[str, Any]) -> WorkflowView:
+    async def create(self, who: Principal, project_id: str, raw: dict[str, Any]) -> CreatedWorkflow:
         org = _org(who)
         project = project_for(who, project_id)
         assert project is not None
@@ -79,11 +96,35 @@ class WorkflowCatalog:
             raise not_found("project", project)
         draft = normalize_definition(raw)
         await self._check_plan(org, draft["environment"])
+        secret = new_signing_secret()
         async with self._store.transaction() as conn:
             row = await self._store.insert(conn, org, project, draft, definition_hash(draft))
+            await self._secrets.insert(conn, row.id, secret)
             await self._enqueue_state(conn, row, None)
         self._on_commit()
-        return WorkflowView(row, None)
+        return CreatedWorkflow(row, None, secret)
+
+    async def rotate_signing_secret(self, who: Principal, workflow_id: str) -> str:
+        """A new webhook signing secret; the old one stays valid for the grace period."""
+        secret = new_signing_secret()
+        async with self._store.transaction() as conn:
+            row = await self._load(conn, who, workflow_id)
+            await self._secrets.rotate(conn, row.id, secret)
+        return secret
+
+    async def signing_secrets(self, workflow_id: str) -> list[str]:
+        """The secrets a webhook of this workflow is signed with now, current first.
+
+        For the orchestrator (a service, not a tenant), so not scoped to one.
+        """
+        ident = _workflow_uuid(workflow_id, "workflow_id")
+        async with self._store.transaction() as conn:
+            found = await self._secrets.get(conn, ident)
+        if found is None:
+            raise not_found("workflow", workflow_id)
+        return valid_secrets(
+            found.secret, found.previous_secret, found.rotate_time, datetime.now(UTC)
+        )
 
     async def get(self, who: Principal, workflow_id: str) -> WorkflowView:
         async with self._store.transaction() as conn:
@@ -227,10 +268,7 @@ class WorkflowCatalog:
     async def _load(
         self, conn: Conn, who: Principal, workflow_id: str, *, lock: bool = False
     ) -> WorkflowRow:
-        try:
-            ident = uuid.UUID(workflow_id)
-        except ValueError:
-            raise invalid_field("id", "must be a workflow UUID") from None
+        ident = _workflow_uuid(workflow_id, "id")
         row = await self._store.get(conn, _org(who), ident, lock=lock)
         # Another project's workflow is reported exactly like a missing one.
         if row is None or (who.project_id and row.project_id != who.project_id):
@@ -275,3 +313,10 @@ def _org(who: Principal) -> str:
     if who.organization_id is None:
         raise errors.project_not_allowed("*")
     return who.organization_id
+
+
+def _workflow_uuid(workflow_id: str, field_path: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(workflow_id)
+    except ValueError:
+        raise invalid_field(field_path, "must be a workflow UUID") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import psycopg
@@ -33,12 +34,43 @@ async def test_registry_migrations_apply_once_into_their_own_schema(postgres_ser
         "workflows",
         "workflow_versions",
         "outbox",
+        "webhook_secrets",
+        "unannounced_projects",
     } <= created
     assert await tables(url, "public") == set()
     await migrate(url)  # second start: nothing to do, nothing breaks
     async with await psycopg.AsyncConnection.connect(url) as conn:
         cur = await conn.execute(f"SELECT version FROM {SCHEMA}.schema_migrations ORDER BY version")
         assert [row[0] for row in await cur.fetchall()] == [m.version for m in MIGRATIONS]
+
+
+async def test_upgrading_gives_existing_workflows_a_secret_and_queues_existing_projects(
+    postgres_server: str,
+) -> None:
+    url = create_database(postgres_server)
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        await apply_migrations(conn, SCHEMA, MIGRATIONS[:1])
+        await conn.execute(
+            "INSERT INTO registry.organizations (id, plan) VALUES ('acme', 'team');"
+            "INSERT INTO registry.projects (organization_id, id) VALUES ('acme', 'shop');"
+            "INSERT INTO registry.workflows (id, organization_id, project_id, name, trigger_event,"
+            " environment, status, draft, draft_hash) VALUES (gen_random_uuid(), 'acme', 'shop',"
+            " 'w', 'a.b', 'production', 'draft', '{}', 'h'), (gen_random_uuid(), 'acme', 'shop',"
+            " 'w2', 'a.b', 'production', 'draft', '{}', 'h')"
+        )
+        await conn.commit()
+    await migrate(url)
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("SELECT secret, previous_secret FROM registry.webhook_secrets")
+        secrets = await cur.fetchall()
+        cur = await conn.execute("SELECT * FROM registry.unannounced_projects")
+        assert await cur.fetchall() == [("acme", "shop")]
+        cur = await conn.execute("SELECT revision FROM registry.organizations")
+        assert await cur.fetchall() == [(1,)]
+    assert len(secrets) == 2 and secrets[0][0] != secrets[1][0]
+    for secret, previous in secrets:
+        assert secret.startswith("whsec_") and previous is None
+        assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
 
 
 async def test_concurrent_starters_apply_each_migration_exactly_once(postgres_server: str) -> None:

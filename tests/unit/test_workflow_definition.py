@@ -628,7 +628,11 @@ urls = st.builds(
     st.from_regex(r"[a-z][a-z0-9-]{0,15}(\.[a-z]{2,6}){1,2}(:[1-9][0-9]{0,3})?", fullmatch=True),
     st.from_regex(r"[A-Za-z0-9/_.~-]{0,20}", fullmatch=True),
 )
-header_values = st.text(st.characters(exclude_characters="\r\n"), max_size=20)
+# Valid definitions hold UTF-8-encodable text only (no lone surrogates, category Cs).
+utf8_text = st.characters(exclude_categories=("Cs",))
+header_values = st.text(
+    st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=20
+)
 webhook_steps = st.fixed_dictionaries(
     {"type": st.just("webhook"), "url": urls},
     optional={
@@ -657,9 +661,9 @@ def valid_definitions(draw: st.DrawFn) -> dict[str, Any]:
     steps = draw(st.lists(st.one_of(webhook_steps, action_steps, delay_steps), min_size=1))
     for i, step in enumerate(steps):
         if draw(st.booleans()):
-            step["name"] = f"{draw(st.text(max_size=20))}#{i}"  # unique by construction
+            step["name"] = f"{draw(st.text(utf8_text, max_size=20))}#{i}"  # unique by construction
     raw: dict[str, Any] = {
-        "name": draw(st.text(min_size=1, max_size=200).filter(str.strip)),
+        "name": draw(st.text(utf8_text, min_size=1, max_size=200).filter(str.strip)),
         "trigger_event": draw(st.from_regex(r"[a-z0-9_.-]{1,120}", fullmatch=True)),
         "steps": steps,
     }
@@ -685,3 +689,16 @@ def test_normalising_a_normalised_definition_changes_nothing(raw: dict[str, Any]
     twice = normalize_definition(once)
     assert twice == once
     assert definition_hash(twice) == definition_hash(once)
+
+
+def test_text_that_is_not_valid_utf8_is_refused_naming_the_field() -> None:
+    raw = {
+        "name": "ok",
+        "trigger_event": "a.b",
+        "steps": [
+            {"type": "webhook", "url": "https://x.example.com", "headers": {"X-A": "\ud800"}}
+        ],
+    }
+    with pytest.raises(EventflowError) as caught:
+        normalize_definition(raw)
+    assert [v.field for v in caught.value.violations] == ["steps[0].headers.X-A"]

@@ -29,10 +29,12 @@ class WorkflowServicer(pb_grpc.WorkflowServiceServicer):
     async def CreateWorkflow(
         self, request: pb.CreateWorkflowRequest, context: Context
     ) -> pb.CreateWorkflowResponse:
-        view = await self._catalog.create(
+        created = await self._catalog.create(
             current_principal(), request.project_id, raw_definition(request.workflow)
         )
-        return pb.CreateWorkflowResponse(workflow=_workflow(view))
+        return pb.CreateWorkflowResponse(
+            workflow=_workflow(created), webhook_signing_secret=created.signing_secret
+        )
 
     @requires(Role.VIEWER)
     async def GetWorkflow(
@@ -146,6 +148,13 @@ class WorkflowServicer(pb_grpc.WorkflowServiceServicer):
     ) -> pb.ArchiveWorkflowResponse:
         view = await self._catalog.archive(current_principal(), request.id)
         return pb.ArchiveWorkflowResponse(workflow=_workflow(view))
+
+    @requires(Role.DEVELOPER)
+    async def RotateWebhookSigningSecret(
+        self, request: pb.RotateWebhookSigningSecretRequest, context: Context
+    ) -> pb.RotateWebhookSigningSecretResponse:
+        secret = await self._catalog.rotate_signing_secret(current_principal(), request.id)
+        return pb.RotateWebhookSigningSecretResponse(webhook_signing_secret=secret)
 
 
 def _json(value: object) -> str:

@@ -102,8 +102,31 @@ def normalize_definition(raw: dict[str, Any]) -> dict[str, Any]:
         "steps": _steps(raw.get("steps"), v),
         "reentry": _reentry(raw.get("reentry") or {}, v),
     }
+    for path in _unencodable(definition):
+        v.add(path, "must be valid UTF-8 text (lone surrogates are not)")
     v.raise_if_any()
     return definition
+
+
+def _unencodable(value: Any, path: str = "") -> list[str]:
+    """Paths of text that cannot be encoded as UTF-8, so cannot be hashed or stored."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return [path]
+        return []
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _unencodable(key):
+                found.append(child)
+            found.extend(_unencodable(item, child))
+        return found
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _unencodable(item, f"{path}[{i}]")]
+    return []
 
 
 def validate_event_type(value: Any, field: str) -> str:

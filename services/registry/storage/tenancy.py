@@ -1,16 +1,26 @@
-"""Organizations, projects and API keys in PostgreSQL."""
+"""Organizations, projects and API keys in PostgreSQL.
+
+Changes that publish a TenantState record (project creation, plan change)
+take the connection of the caller's transaction, so the outbox record
+commits with them.
+"""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from libs.auth import KeyRecord, Role
+from libs.db import transaction
 from libs.errors import already_exists
+
+Conn = AsyncConnection[Any]
 
 
 @dataclass(frozen=True)
@@ -19,6 +29,8 @@ class OrganizationRow:
     display_name: str
     plan: str
     create_time: datetime
+    # Bumped on every plan change; orders the tenants topic's records.
+    revision: int
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,9 @@ class TenancyStore:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
+    def transaction(self) -> AbstractAsyncContextManager[Conn]:
+        return transaction(self._pool)
+
     async def create_organization(
         self, org_id: str, display_name: str, plan: str
     ) -> OrganizationRow:
@@ -61,22 +76,60 @@ class TenancyStore:
         row = await self._maybe("SELECT * FROM registry.organizations WHERE id = %s", (org_id,))
         return OrganizationRow(**row) if row else None
 
-    async def update_plan(self, org_id: str, plan: str) -> OrganizationRow | None:
-        row = await self._maybe(
-            "UPDATE registry.organizations SET plan = %s WHERE id = %s RETURNING *", (plan, org_id)
+    async def lock_organization(
+        self, conn: Conn, org_id: str, *, exclusive: bool
+    ) -> OrganizationRow | None:
+        """Read an organization, locked until the transaction ends.
+
+        A plan change locks it exclusively and a project creation shared, so
+        a project created during a plan change is either among the projects
+        the change publishes or reads the new plan itself.
+        """
+        cur = await conn.execute(
+            "SELECT * FROM registry.organizations WHERE id = %s"
+            + (" FOR UPDATE" if exclusive else " FOR SHARE"),
+            (org_id,),
         )
+        row = await cur.fetchone()
         return OrganizationRow(**row) if row else None
 
-    async def create_project(self, org_id: str, project_id: str, display_name: str) -> ProjectRow:
+    async def set_plan(self, conn: Conn, org_id: str, plan: str) -> OrganizationRow:
+        cur = await conn.execute(
+            "UPDATE registry.organizations SET plan = %s, revision = revision + 1"
+            " WHERE id = %s RETURNING *",
+            (plan, org_id),
+        )
+        return OrganizationRow(**await cur.fetchone())  # type: ignore[arg-type]
+
+    async def create_project(
+        self, conn: Conn, org_id: str, project_id: str, display_name: str
+    ) -> ProjectRow:
         try:
-            row = await self._one(
+            cur = await conn.execute(
                 "INSERT INTO registry.projects (organization_id, id, display_name)"
                 " VALUES (%s, %s, %s) RETURNING *",
                 (org_id, project_id, display_name),
             )
         except psycopg.errors.UniqueViolation:
             raise already_exists("project", project_id) from None
-        return ProjectRow(**row)
+        return ProjectRow(**await cur.fetchone())  # type: ignore[arg-type]
+
+    async def projects_of(self, conn: Conn, org_id: str) -> list[ProjectRow]:
+        cur = await conn.execute(
+            "SELECT * FROM registry.projects WHERE organization_id = %s ORDER BY id", (org_id,)
+        )
+        return [ProjectRow(**r) for r in await cur.fetchall()]
+
+    async def take_unannounced_projects(self, conn: Conn) -> list[tuple[str, str]]:
+        """(organization, project) pairs that predate the tenants topic; removed as read.
+
+        Concurrent starters block on the deleted rows and then find none, so
+        each project is announced by one of them.
+        """
+        cur = await conn.execute(
+            "DELETE FROM registry.unannounced_projects RETURNING organization_id, project_id"
+        )
+        return sorted((r["organization_id"], r["project_id"]) for r in await cur.fetchall())
 
     async def get_project(self, org_id: str, project_id: str) -> ProjectRow | None:
         row = await self._maybe(

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import grpc
 from eventflow.governance.v1 import action_service_pb2_grpc
+from eventflow.orchestrator.v1 import event_service_pb2_grpc, instance_service_pb2_grpc
 from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
 from eventflow.vault.v1 import (
     audit_service_pb2_grpc,
@@ -43,6 +44,9 @@ class Client:
         key_ring: Any = None,
         audit: Any = None,
         actions: Any = None,
+        events: Any = None,
+        instances: Any = None,
+        dead_letters: Any = None,
     ) -> None:
         self.workflows = workflows
         self.tenancy = tenancy
@@ -50,6 +54,9 @@ class Client:
         self.key_ring = key_ring
         self.audit = audit
         self.actions = actions
+        self.events = events
+        self.instances = instances
+        self.dead_letters = dead_letters
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
     def call(self, method: Callable[..., R], request: Any, timeout: float = DEADLINE_SECONDS) -> R:
@@ -67,6 +74,9 @@ def open_client(settings: Settings) -> Iterator[Client]:
             key_ring=key_ring_service_pb2_grpc.KeyRingServiceStub(channel),
             audit=audit_service_pb2_grpc.AuditServiceStub(channel),
             actions=action_service_pb2_grpc.ActionServiceStub(channel),
+            events=event_service_pb2_grpc.EventServiceStub(channel),
+            instances=instance_service_pb2_grpc.InstanceServiceStub(channel),
+            dead_letters=instance_service_pb2_grpc.DeadLetterServiceStub(channel),
         )
 
 

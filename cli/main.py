@@ -17,7 +17,7 @@ from typing import NoReturn, TextIO
 
 import grpc
 
-from cli import actions, admin, certs, keyring, secrets, workflows
+from cli import actions, admin, certs, dlq, events, instances, keyring, secrets, workflows
 from cli.client import open_client
 from cli.context import Connect, Context
 from cli.errors import CommandError, print_rpc_error
@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     workflows.register(commands, common)
     admin_areas = admin.register(commands)
     actions.register(commands)
+    events.register(commands, common)
+    instances.register(commands, common)
+    dlq.register(commands, common)
     secrets.register(commands, common)
     keyring.register(admin_areas)
     certs.register(commands)

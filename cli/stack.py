@@ -36,6 +36,7 @@ from libs.executor_client import ExecutorClient
 from libs.governance_client import ModuleClient
 from libs.identity import STACK, ServiceCertificates, create_dev_pki
 from libs.key_client import RemoteKeyStore
+from libs.registry_client import WebhookSecrets
 from libs.server import RunningServer, ServiceBinding, start_server
 from libs.telemetry import setup_telemetry
 from libs.vault_client import VaultClient
@@ -43,6 +44,9 @@ from services.executor.server import Executor, build_executor
 from services.executor.wasm_sandbox import WasmSandbox
 from services.governance import server as governance_server
 from services.governance.server import Governance, build_governance
+from services.orchestrator import server as orchestrator_server
+from services.orchestrator.server import Orchestrator, build_orchestrator
+from services.orchestrator.webhooks import EgressPolicy, WebhookClient
 from services.registry import server as registry_server
 from services.registry.server import Registry, build_registry
 from services.vault import server as vault_server
@@ -51,11 +55,12 @@ from services.vault.server import Vault, build_vault
 
 log = logging.getLogger("eventflow")
 
-SERVICES = ("registry", "governance", "vault", "executor")
+SERVICES = ("registry", "governance", "vault", "executor", "orchestrator")
 MIGRATIONS: dict[str, tuple[str, list[Migration]]] = {
     "registry": (registry_server.SCHEMA, registry_server.MIGRATIONS),
     "governance": (governance_server.SCHEMA, governance_server.MIGRATIONS),
     "vault": (vault_server.SCHEMA, vault_server.MIGRATIONS),
+    "orchestrator": (orchestrator_server.SCHEMA, orchestrator_server.MIGRATIONS),
 }
 CREDENTIALS_FILE = "credentials.json"
 OPERATOR_TOKEN_FILE = "operator_token"
@@ -73,6 +78,7 @@ class Stack:
     governance: Governance | None
     vault: Vault | None
     executor: Executor | None
+    orchestrator: Orchestrator | None
     _exit: AsyncExitStack
 
     @property
@@ -121,11 +127,13 @@ class Stack:
         await migrate(settings.database_url, services)
         pool = await open_pool(settings.database_url, max_size=settings.db_pool_max)
         exit_stack.push_async_callback(pool.close)
-        bus = bus or create_bus(settings.bus, settings.kafka_bootstrap, client_id="eventflow")
+        bus = bus or create_bus(
+            settings.bus, settings.kafka_bootstrap, "eventflow", settings.kafka_namespace
+        )
         await bus.start()
         exit_stack.push_async_callback(bus.stop)
 
-        registry = governance = vault = executor = None
+        registry = governance = vault = executor = orchestrator = None
         bindings: list[ServiceBinding] = []
         if "registry" in services:
             registry = build_registry(pool, bus, settings.outbox_poll_ms)
@@ -151,12 +159,29 @@ class Stack:
                 bus, sandbox, modules, secrets_source, actions_disabled=settings.actions_disabled
             )
             bindings += executor.bindings
+        if "orchestrator" in services:
+            to_executor = ExecutorClient(target(settings.executor_address), certs("orchestrator"))
+            exit_stack.push_async_callback(to_executor.close)
+            webhooks = WebhookClient(EgressPolicy(allow_private=settings.webhooks_allow_private))
+            exit_stack.push_async_callback(webhooks.close)
+            signing = WebhookSecrets(target(settings.registry_address), certs("orchestrator"))
+            exit_stack.push_async_callback(signing.close)
+            orchestrator = build_orchestrator(
+                pool,
+                bus,
+                to_executor,
+                webhooks,
+                signing,
+                concurrency=settings.orchestrator_concurrency,
+                outbox_poll_ms=settings.outbox_poll_ms,
+            )
+            bindings += orchestrator.bindings
         if keys is None:
             remote = RemoteKeyStore(target(settings.registry_address), certs(services[0]))
             exit_stack.push_async_callback(remote.close)
             keys = remote
 
-        for part in (registry, governance, vault, executor):
+        for part in (registry, governance, vault, executor, orchestrator):
             if part is not None:
                 await part.start()
                 exit_stack.push_async_callback(part.stop)
@@ -170,7 +195,9 @@ class Stack:
             certificates=certs(identity),
         )
         exit_stack.push_async_callback(server.stop)
-        return cls(settings, bus, server, registry, governance, vault, executor, exit_stack)
+        return cls(
+            settings, bus, server, registry, governance, vault, executor, orchestrator, exit_stack
+        )
 
     async def stop(self) -> None:
         await self._exit.aclose()

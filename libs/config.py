@@ -32,6 +32,12 @@ SETTINGS: dict[str, Setting] = {
     "kafka_bootstrap": Setting(
         "EVENTFLOW_KAFKA_BOOTSTRAP", "127.0.0.1:9092", "Kafka bootstrap servers (bus=kafka)."
     ),
+    "kafka_namespace": Setting(
+        "EVENTFLOW_KAFKA_NAMESPACE",
+        "",
+        "Prefix for every Kafka topic and consumer group (`<ns>.eventflow.events`), so"
+        " several installations can share a cluster. Empty: none.",
+    ),
     "grpc_listen": Setting(
         "EVENTFLOW_GRPC_LISTEN", "127.0.0.1:7233", "Address the gRPC server binds."
     ),
@@ -93,6 +99,17 @@ SETTINGS: dict[str, Setting] = {
         "0",
         "Worker processes that run WebAssembly guests. 0: one per CPU core.",
     ),
+    "webhooks_allow_private": Setting(
+        "EVENTFLOW_WEBHOOKS_ALLOW_PRIVATE",
+        "false",
+        "`true` lets webhooks reach private and loopback addresses (self-hosted receivers,"
+        " tests). Cloud metadata addresses stay blocked.",
+    ),
+    "orchestrator_concurrency": Setting(
+        "EVENTFLOW_ORCHESTRATOR_CONCURRENCY",
+        "16",
+        "Instances one orchestrator process drives at once.",
+    ),
     "actions_disabled": Setting(
         "EVENTFLOW_ACTIONS_DISABLED",
         "false",
@@ -118,6 +135,7 @@ class Settings:
     database_url: str
     bus: str
     kafka_bootstrap: str
+    kafka_namespace: str
     grpc_listen: str
     data_dir: Path
     operator_token: str
@@ -132,6 +150,8 @@ class Settings:
     executor_address: str
     vault_address: str
     executor_workers: int
+    webhooks_allow_private: bool
+    orchestrator_concurrency: int
     actions_disabled: bool
     # Key material: kept out of repr, since settings end up in logs and tracebacks.
     vault_keyring: str = field(default="", repr=False)
@@ -172,12 +192,12 @@ def _read_config_file(path: Path) -> dict[str, object]:
 def _coerce(name: str, value: object) -> object:
     if name == "data_dir":
         return Path(str(value))
-    if name == "actions_disabled":
+    if name in ("actions_disabled", "webhooks_allow_private"):
         text = str(value).lower()
         if text not in ("true", "false", "1", "0"):
             raise ValueError(f"{SETTINGS[name].env} must be true or false, got {value!r}")
         return text in ("true", "1")
-    if name in ("db_pool_max", "outbox_poll_ms", "executor_workers"):
+    if name in ("db_pool_max", "outbox_poll_ms", "executor_workers", "orchestrator_concurrency"):
         try:
             return int(str(value))
         except ValueError:

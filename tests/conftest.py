@@ -137,6 +137,7 @@ async def stack(
         outbox_poll_ms=200,
         vault_keyring=f"1:{base64.b64encode(os.urandom(32)).decode()}",
         executor_workers=2,
+        webhooks_allow_private=True,  # test receivers listen on 127.0.0.1
     )
     stack = await Stack.start(settings)
     yield stack

@@ -13,7 +13,9 @@ from libs.bus.kafka import KafkaBus
 __all__ = ["Bus", "Handler", "InProcessBus", "KafkaBus", "Record", "Subscription", "trace_context"]
 
 
-def create_bus(kind: str, kafka_bootstrap: str, client_id: str = "eventflow") -> Bus:
+def create_bus(
+    kind: str, kafka_bootstrap: str, client_id: str = "eventflow", namespace: str = ""
+) -> Bus:
     if kind == "kafka":
-        return KafkaBus(kafka_bootstrap, client_id=client_id)
+        return KafkaBus(kafka_bootstrap, client_id=client_id, namespace=namespace)
     return InProcessBus()

@@ -28,12 +28,19 @@ from libs.bus.base import (
 )
 
 log = logging.getLogger(__name__)
+MAX_RECORD_BYTES = 2 * 1024 * 1024
 
 
 class KafkaBus(Bus):
-    def __init__(self, bootstrap: str, *, client_id: str = "eventflow") -> None:
+    """``namespace`` prefixes every topic and consumer group (``<ns>.eventflow.events``),
+    so several eventflow installations can share one Kafka cluster."""
+
+    def __init__(
+        self, bootstrap: str, *, client_id: str = "eventflow", namespace: str = ""
+    ) -> None:
         self._bootstrap = bootstrap
         self._client_id = client_id
+        self._prefix = f"{namespace}." if namespace else ""
         self._producer: AIOKafkaProducer | None = None
         self._subscriptions: list[Subscription] = []
 
@@ -44,6 +51,8 @@ class KafkaBus(Bus):
             enable_idempotence=True,
             acks="all",
             linger_ms=5,
+            # An event may carry 1 MiB of data plus its envelope.
+            max_request_size=MAX_RECORD_BYTES,
         )
         await self._producer.start()
 
@@ -61,9 +70,15 @@ class KafkaBus(Bus):
         admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, client_id=self._client_id)
         await admin.start()
         try:
-            configs = {"cleanup.policy": "compact"} if compacted else {}
+            configs = {"max.message.bytes": str(MAX_RECORD_BYTES)}
+            if compacted:
+                configs["cleanup.policy"] = "compact"
             await admin.create_topics(
-                [NewTopic(name, partitions, replication_factor=1, topic_configs=configs)]
+                [
+                    NewTopic(
+                        self._prefix + name, partitions, replication_factor=1, topic_configs=configs
+                    )
+                ]
             )
         except TopicAlreadyExistsError:
             pass
@@ -76,7 +91,7 @@ class KafkaBus(Bus):
         if self._producer is None:
             raise RuntimeError("KafkaBus.publish before start()")
         await self._producer.send_and_wait(
-            topic, value=value, key=key, headers=list(inject_trace_context(headers))
+            self._prefix + topic, value=value, key=key, headers=list(inject_trace_context(headers))
         )
 
     def subscribe(
@@ -97,20 +112,21 @@ class KafkaBus(Bus):
         stopping: asyncio.Event,
     ) -> None:
         consumer = AIOKafkaConsumer(
-            *topics,
+            *(self._prefix + t for t in topics),
             bootstrap_servers=self._bootstrap,
             client_id=self._client_id,
-            group_id=group,
+            group_id=self._prefix + group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             isolation_level="read_committed",
+            max_partition_fetch_bytes=MAX_RECORD_BYTES,
         )
         await consumer.start()
         try:
             while not stopping.is_set():
                 fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
                 for partition, messages in fetched.items():
-                    batch = [_to_record(m) for m in messages]
+                    batch = [_to_record(m, len(self._prefix)) for m in messages]
                     if await run_handler(handler, batch, group):
                         await consumer.commit({partition: messages[-1].offset + 1})
                     else:
@@ -124,9 +140,10 @@ async def _rewind(consumer: AIOKafkaConsumer, partition: TopicPartition, offset:
     consumer.seek(partition, offset)
 
 
-def _to_record(message: object) -> Record:
+def _to_record(message: object, prefix_length: int = 0) -> Record:
+    """A record as handlers see it: under the topic name without the namespace."""
     return Record(
-        topic=message.topic,  # type: ignore[attr-defined]
+        topic=message.topic[prefix_length:],  # type: ignore[attr-defined]
         value=message.value,  # type: ignore[attr-defined]
         key=message.key,  # type: ignore[attr-defined]
         headers=tuple(message.headers or ()),  # type: ignore[attr-defined]

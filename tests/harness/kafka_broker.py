@@ -350,6 +350,9 @@ def _server_properties(data_dir: Path, broker_port: int, controller_port: int) -
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir),
         "num.partitions": "1",
+        # An event may carry 1 MiB of data plus its envelope (default limit ~1 MB).
+        "message.max.bytes": "2097152",
+        "replica.fetch.max.bytes": "2097152",
         "default.replication.factor": "1",
         "auto.create.topics.enable": "true",
         "offsets.topic.replication.factor": "1",

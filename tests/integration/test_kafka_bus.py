@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -128,3 +128,34 @@ async def test_state_topics_are_created_compacted(kafka_bootstrap: str) -> None:
         await admin.close()
     configs = {entry[0]: entry[1] for entry in described[0].resources[0][4]}
     assert configs["cleanup.policy"] == "compact"
+
+
+async def test_namespaces_keep_installations_apart_on_one_cluster(kafka_bootstrap: str) -> None:
+    first = KafkaBus(kafka_bootstrap, namespace=f"ns{uuid.uuid4().hex[:6]}")
+    second = KafkaBus(kafka_bootstrap, namespace=f"ns{uuid.uuid4().hex[:6]}")
+    topic = topic_name()
+    seen: dict[str, list[Record]] = {"first": [], "second": []}
+
+    def collector(name: str) -> Callable[[Sequence[Record]], Awaitable[None]]:
+        async def handle(batch: Sequence[Record]) -> None:
+            seen[name].extend(batch)
+
+        return handle
+
+    await first.start()
+    await second.start()
+    try:
+        await first.ensure_topic(topic)
+        await second.ensure_topic(topic)
+        await first.publish(topic, b"for-first")
+        await second.publish(topic, b"for-second")
+        first.subscribe([topic], "group", collector("first"))
+        second.subscribe([topic], "group", collector("second"))
+        await wait_for(lambda: bool(seen["first"]) and bool(seen["second"]))
+        await asyncio.sleep(0.5)
+    finally:
+        await first.stop()
+        await second.stop()
+    assert [r.value for r in seen["first"]] == [b"for-first"]
+    assert [r.value for r in seen["second"]] == [b"for-second"]
+    assert seen["first"][0].topic == topic  # handlers see names without the namespace

@@ -22,6 +22,7 @@ def test_every_setting_has_a_development_default() -> None:
         database_url="",
         bus="inprocess",
         kafka_bootstrap="127.0.0.1:9092",
+        kafka_namespace="",
         grpc_listen="127.0.0.1:7233",
         data_dir=Path(".eventflow"),
         operator_token="",
@@ -36,6 +37,8 @@ def test_every_setting_has_a_development_default() -> None:
         executor_address="",
         vault_address="",
         executor_workers=0,  # one per core
+        webhooks_allow_private=False,
+        orchestrator_concurrency=16,
         actions_disabled=False,
         vault_keyring="",
         vault_keyring_file="",

@@ -1,0 +1,83 @@
+"""``eventflow instances ...``: workflow runs and their logs (InstanceService)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eventflow.orchestrator.v1 import instance_service_pb2 as pb
+
+from cli import orchestrator_views as views
+from cli.client import ALL_PAGE_SIZE, collect_pages
+from cli.context import Context, Handler
+from cli.options import add_paging
+
+STATUSES = ("running", "paused", "completed", "failed", "canceled")
+
+
+def _page_size(args: argparse.Namespace) -> int:
+    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))
+
+
+def _more_hint(ctx: Context, response: Any) -> None:
+    if response.next_page_token and not ctx.json:
+        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
+
+
+def list_(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.connect() as client:
+
+        def fetch(token: str) -> pb.ListInstancesResponse:
+            request = pb.ListInstancesRequest(
+                project_id=ctx.settings.project,
+                workflow_id=args.workflow or "",
+                status=args.status or "",
+                page_size=_page_size(args),
+                page_token=token,
+            )
+            return client.call(client.instances.ListInstances, request)
+
+        response = collect_pages(fetch, lambda r: r.instances, args.page_token, args.all)
+    ctx.emit(response, lambda: views.instance_list(response.instances))
+    _more_hint(ctx, response)
+    return 0
+
+
+def get(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.connect() as client:
+        response = client.call(client.instances.GetInstance, pb.GetInstanceRequest(id=args.id))
+    ctx.emit(response.instance, lambda: views.instance_detail(response.instance))
+    return 0
+
+
+def log(args: argparse.Namespace, ctx: Context) -> int:
+    request = pb.ListInstanceLogRequest(instance_id=args.id)
+    with ctx.connect() as client:
+        response = client.call(client.instances.ListInstanceLog, request)
+    ctx.emit(response, lambda: views.log_table(response.entries))
+    if not ctx.json and views.log_is_cut(response.entries):
+        ctx.note("note: long details are cut short; --output json shows them whole")
+    return 0
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    group = commands.add_parser("instances", help="list workflow runs and read their logs")
+    sub = group.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+
+    def leaf(name: str, handler: Handler, help_: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, parents=[common], help=help_, description=help_)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    p = leaf("list", list_, "list instances, newest first")
+    p.add_argument("--workflow", metavar="W", help="only this workflow's instances")
+    p.add_argument("--status", choices=STATUSES)
+    add_paging(p)
+
+    p = leaf("get", get, "show an instance")
+    p.add_argument("id", metavar="ID", help="instance id")
+    p = leaf("log", log, "show every state change of an instance, in order")
+    p.add_argument("id", metavar="ID", help="instance id")

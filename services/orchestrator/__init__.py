@@ -1,0 +1,1 @@
+"""The orchestrator: ingest, instances, steps, retries, the dead-letter queue."""

@@ -1,0 +1,203 @@
+"""Ingest: records from `eventflow.events` become stored events and instances.
+
+One transaction per polled batch: invalid records go to the quarantine (and
+`eventflow.events.invalid`), valid ones are inserted idempotently, and each
+new event starts an instance of every matching active workflow unless
+re-entry blocks it. The bus commits the batch's offsets only after this
+transaction commits, so a crash replays the batch and the unique keys make
+the replay a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from opentelemetry import metrics
+from psycopg_pool import AsyncConnectionPool
+
+from libs.bus import Record
+from libs.bus import topics as bus_topics
+from libs.db import transaction
+from libs.outbox import enqueue
+from services.orchestrator.domain import reentry
+from services.orchestrator.events.cloudevents import IncomingEvent, Invalid, parse_record
+from services.orchestrator.storage import SCHEMA, instances, read_models
+from services.orchestrator.storage import events as event_store
+from services.orchestrator.storage.events import EventRow, QuarantinedRecord
+from services.orchestrator.storage.read_models import RunnableWorkflow
+
+log = logging.getLogger(__name__)
+meter = metrics.get_meter("eventflow.orchestrator")
+INGESTED = meter.create_counter("eventflow.events.ingested", description="events stored")
+QUARANTINED = meter.create_counter(
+    "eventflow.events.quarantined", description="records kept in quarantine, by reason"
+)
+STARTED = meter.create_counter("eventflow.instances.started", description="instances started")
+
+SANDBOX_PLANS = ("team", "enterprise")
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    stored: int
+    duplicates: int
+    quarantined: int
+    started: int
+
+
+class Ingest:
+    def __init__(self, pool: AsyncConnectionPool, on_started: Callable[[], None]) -> None:
+        self._pool = pool
+        # Wakes this process's workers when instances were started.
+        self._on_started = on_started
+
+    async def handle(self, batch: Sequence[Record]) -> None:
+        await self.ingest(batch)
+
+    async def ingest(self, batch: Sequence[Record]) -> IngestReport:
+        parsed = [(record, parse_record(record.value, record.headers)) for record in batch]
+        async with transaction(self._pool) as conn:
+            tenants = {
+                (p.organization_id, p.project_id) for _, p in parsed if isinstance(p, IncomingEvent)
+            }
+            plans = await read_models.plans_for(conn, tenants)
+            valid: list[EventRow] = []
+            rejected: list[QuarantinedRecord] = []
+            for record, result in parsed:
+                problem = result if isinstance(result, Invalid) else _tenant_problem(result, plans)
+                if problem is not None:
+                    rejected.append(_quarantined(record, problem))
+                else:
+                    assert isinstance(result, IncomingEvent)
+                    valid.append(_row(result))
+            await event_store.quarantine(conn, rejected)
+            for q in rejected:
+                await enqueue(conn, SCHEMA, *_invalid_record(q))
+            fresh = await event_store.insert_new(conn, valid)
+            started = await start_instances(conn, fresh)
+        for q in rejected:
+            QUARANTINED.add(1, {"reason": q.reason})
+        INGESTED.add(len(fresh))
+        STARTED.add(started)
+        if started:
+            self._on_started()
+        return IngestReport(len(fresh), len(valid) - len(fresh), len(rejected), started)
+
+
+async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int:
+    """Start every matching workflow for each new event (re-entry permitting)."""
+    plan: list[tuple[EventRow, RunnableWorkflow, str | None]] = []
+    for event in events:
+        for workflow in await read_models.matching(
+            conn, event.organization_id, event.project_id, event.environment, event.type
+        ):
+            plan.append((event, workflow, reentry.subject_of(event.data)))
+    # Two events for one subject in flight at once (here or in another
+    # process) must not both pass a `once` check: lock every (workflow,
+    # subject) pair first, in one order, then check and insert.
+    await instances.lock_subjects(
+        conn,
+        [
+            instances.reentry_lock_key(w.workflow_id, subject)
+            for _, w, subject in plan
+            if subject is not None and _mode(w) != "always"
+        ],
+    )
+    started = 0
+    now = datetime.now(UTC)
+    for event, workflow, subject in plan:
+        if subject is not None and _mode(workflow) != "always":
+            history = await instances.history(conn, workflow.workflow_id, subject)
+            decision = reentry.decide(workflow.definition.get("reentry", {}), history, now)
+            if not decision.allowed:
+                log.info(
+                    "re-entry blocked %s for event %s: %s",
+                    workflow.workflow_id,
+                    event.event_id,
+                    decision.reason,
+                )
+                continue
+        created = await instances.create(
+            conn,
+            organization_id=event.organization_id,
+            project_id=event.project_id,
+            environment=event.environment,
+            workflow_id=workflow.workflow_id,
+            version=workflow.version,
+            definition=workflow.definition,
+            event=event.id,
+            event_id=event.event_id,
+            subject=subject,
+            skip_side_effects=event.replay_skip_side_effects,
+        )
+        started += created is not None
+    return started
+
+
+def _mode(workflow: RunnableWorkflow) -> str:
+    return str(workflow.definition.get("reentry", {}).get("mode", "always"))
+
+
+def _tenant_problem(event: IncomingEvent, plans: dict[tuple[str, str], str]) -> Invalid | None:
+    plan = plans.get((event.organization_id, event.project_id))
+    if plan is None:
+        return Invalid("UNKNOWN_TENANT", f"no project {event.organization_id}/{event.project_id}")
+    if event.environment == "sandbox" and plan not in SANDBOX_PLANS:
+        return Invalid("SANDBOX_DISABLED", f"the {plan} plan has no sandbox environment")
+    return None
+
+
+def _row(event: IncomingEvent) -> EventRow:
+    return EventRow(
+        id=uuid.uuid4(),
+        organization_id=event.organization_id,
+        project_id=event.project_id,
+        environment=event.environment,
+        event_id=event.event_id,
+        type=event.type,
+        source=event.source,
+        subject=event.subject,
+        data=event.data,
+        time=event.time,
+        replay_skip_side_effects=event.replay_skip_side_effects,
+        causation_id=event.causation_id,
+        correlation_id=event.correlation_id,
+        depth=event.depth,
+    )
+
+
+def _quarantined(record: Record, problem: Invalid) -> QuarantinedRecord:
+    return QuarantinedRecord(
+        reason=problem.reason,
+        detail=problem.detail,
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        # jsonb cannot hold U+0000; a hostile header must not stall the batch.
+        headers=[
+            [_storable(k), _storable(v.decode("utf-8", "replace"))] for k, v in record.headers
+        ],
+    )
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\ufffd")
+
+
+def _invalid_record(
+    q: QuarantinedRecord,
+) -> tuple[str, bytes | None, bytes, tuple[tuple[str, bytes], ...]]:
+    """What `eventflow.events.invalid` carries: the original bytes and why they were refused."""
+    headers = (
+        ("eventflow-reason", q.reason.encode()),
+        ("eventflow-detail", q.detail.encode()[:1000]),
+        ("eventflow-source", json.dumps([q.topic, q.partition, q.offset]).encode()),
+    )
+    return bus_topics.EVENTS_INVALID, q.key, q.value or b"", headers

@@ -1,0 +1,297 @@
+"""Workers: claim due instances and drive them through their steps.
+
+A claim is a lease (`claimed_by`, `claim_expires`) taken with FOR UPDATE
+SKIP LOCKED, so processes share the work and a dead worker's instances are
+taken over when its lease runs out. A step runs outside any transaction;
+its outcome is written only if the claim is still ours (`lock_claimed`),
+so a worker that lost its lease cannot overwrite a newer one's progress.
+Delays and retries are durable: a future `wake_time`, no worker held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from opentelemetry import metrics
+from psycopg_pool import AsyncConnectionPool
+
+from libs.bus import topics as bus_topics
+from libs.db import transaction
+from libs.outbox import enqueue
+from services.orchestrator.domain.outcomes import Outcome
+from services.orchestrator.domain.retry import may_retry, retry_delay
+from services.orchestrator.runner.steps import StepContext, StepRunner
+from services.orchestrator.storage import SCHEMA, dead_letters, instances
+from services.orchestrator.storage import events as event_store
+from services.orchestrator.storage.events import Conn
+from services.orchestrator.storage.instances import InstanceRow
+
+log = logging.getLogger(__name__)
+meter = metrics.get_meter("eventflow.orchestrator")
+OUTCOMES = meter.create_counter("eventflow.instances.finished", description="by final status")
+STEP_LATENCY = meter.create_histogram("eventflow.step.duration", unit="ms")
+
+LEASE = timedelta(seconds=60)
+
+
+class Worker:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        steps: StepRunner,
+        *,
+        concurrency: int = 16,
+        poll_interval_s: float = 0.2,
+        lease: timedelta = LEASE,
+    ) -> None:
+        self._pool = pool
+        self._steps = steps
+        self._concurrency = concurrency
+        self._poll = poll_interval_s
+        self._lease = lease
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.Task[None] | None = None
+
+    def notify(self) -> None:
+        """Something became due now (new instances): look without waiting for the poll."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._loop = asyncio.create_task(self._run(), name=f"worker {self.name}")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                claimed = await self._claim()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("claiming instances failed; retrying")
+                claimed = []
+            for instance in claimed:
+                await self._slots.acquire()
+                task = asyncio.create_task(self._drive(instance))
+                self._tasks.add(task)
+                task.add_done_callback(self._done)
+            if not claimed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._poll)
+                self._wake.clear()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def _claim(self) -> list[InstanceRow]:
+        free = self._concurrency - len(self._tasks)
+        if free <= 0:
+            return []
+        async with transaction(self._pool) as conn:
+            return await instances.claim_due(conn, self.name, free, self._lease)
+
+    async def _drive(self, instance: InstanceRow) -> None:
+        """Run steps until the instance waits, retries later, or ends."""
+        try:
+            while instance is not None:
+                instance = await self._advance(instance)  # type: ignore[assignment]
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The lease expires and another worker (or this one) tries again.
+            log.exception("instance %s: unexpected error", instance.id if instance else "?")
+
+    async def _advance(self, claimed: InstanceRow) -> InstanceRow | None:
+        steps = claimed.definition["steps"]
+        index = claimed.next_step
+        step = steps[index]
+        if step["type"] == "delay":
+            return await self._delay(claimed, index, step)
+        async with transaction(self._pool) as conn:
+            instance = await instances.lock_claimed(conn, claimed.id, self.name)
+            if instance is None:
+                return None
+            attempt = instance.attempt + 1
+            await instances.append(conn, instance.id, "step_started", step=index, attempt=attempt)
+            instance = await instances.update(
+                conn, instance.id, attempt=attempt, claim_expires=_now() + self._lease
+            )
+            event = await event_store.by_id(conn, instance.event)
+        started = asyncio.get_running_loop().time()
+        outcome = await self._steps.run(StepContext(instance, event, index, step, attempt))
+        STEP_LATENCY.record(
+            (asyncio.get_running_loop().time() - started) * 1000, {"type": step["type"]}
+        )
+        async with transaction(self._pool) as conn:
+            locked = await instances.lock_claimed(conn, instance.id, self.name)
+            if locked is None:
+                return None
+            return await self._record(conn, locked, index, step, attempt, outcome)
+
+    async def _delay(self, claimed: InstanceRow, index: int, step: dict) -> InstanceRow | None:
+        async with transaction(self._pool) as conn:
+            instance = await instances.lock_claimed(conn, claimed.id, self.name)
+            if instance is None:
+                return None
+            if instance.waiting:  # the timer fired
+                await instances.append(conn, instance.id, "wait_completed", step=index)
+                return await self._record(conn, instance, index, step, 1, Outcome.completed())
+            wake = _now() + timedelta(milliseconds=int(step["duration_ms"]))
+            await instances.append(conn, instance.id, "step_started", step=index, attempt=1)
+            await instances.append(
+                conn, instance.id, "wait_created", step=index, detail={"until": wake.isoformat()}
+            )
+            await instances.update(
+                conn, instance.id, waiting=True, attempt=1, wake_time=wake, **_released()
+            )
+            return None
+
+    async def _record(
+        self,
+        conn: Conn,
+        instance: InstanceRow,
+        index: int,
+        step: dict,
+        attempt: int,
+        outcome: Outcome,
+    ) -> InstanceRow | None:
+        """Write one attempt's outcome; returns the instance if it should continue now."""
+        if outcome.kind in ("completed", "skipped"):
+            kind = "step_completed" if outcome.kind == "completed" else "step_skipped"
+            detail = (
+                {"output": outcome.output}
+                if outcome.kind == "completed"
+                else {"reason": outcome.error}
+            )
+            await instances.append(
+                conn, instance.id, kind, step=index, attempt=attempt, detail=detail
+            )
+            return await self._next(conn, instance, index)
+        retry = step.get("retry", {})
+        if outcome.kind == "retryable" and may_retry(retry, attempt):
+            delay = retry_delay(retry, attempt)
+            if outcome.retry_after_s:
+                delay = max(delay, timedelta(seconds=outcome.retry_after_s))
+            wake = _now() + delay
+            await instances.append(
+                conn,
+                instance.id,
+                "step_retrying",
+                step=index,
+                attempt=attempt,
+                detail={
+                    "reason": outcome.reason,
+                    "error": outcome.error,
+                    "next_attempt": wake.isoformat(),
+                },
+            )
+            await instances.update(conn, instance.id, wake_time=wake, **_released())
+            return None
+        await self._fail(conn, instance, index, step, attempt, outcome)
+        return None
+
+    async def _next(self, conn: Conn, instance: InstanceRow, index: int) -> InstanceRow | None:
+        following = index + 1
+        if following >= len(instance.definition["steps"]):
+            await instances.append(conn, instance.id, "instance_completed")
+            await instances.update(
+                conn,
+                instance.id,
+                status="completed",
+                next_step=following,
+                attempt=0,
+                waiting=False,
+                **_released(),
+            )
+            OUTCOMES.add(1, {"status": "completed"})
+            return None
+        updated = await instances.update(
+            conn,
+            instance.id,
+            next_step=following,
+            attempt=0,
+            waiting=False,
+            wake_time=_now(),
+            claim_expires=_now() + self._lease,
+        )
+        return updated
+
+    async def _fail(
+        self,
+        conn: Conn,
+        instance: InstanceRow,
+        index: int,
+        step: dict,
+        attempt: int,
+        outcome: Outcome,
+    ) -> None:
+        detail = {"reason": outcome.reason, "error": outcome.error}
+        await instances.append(
+            conn, instance.id, "step_failed", step=index, attempt=attempt, detail=detail
+        )
+        await instances.append(conn, instance.id, "instance_failed", detail=detail)
+        await instances.update(conn, instance.id, status="failed", **_released())
+        letter = await dead_letters.insert(
+            conn,
+            organization_id=instance.organization_id,
+            project_id=instance.project_id,
+            environment=instance.environment,
+            event=instance.event,
+            event_id=instance.event_id,
+            instance_id=instance.id,
+            workflow_id=instance.workflow_id,
+            workflow_version=instance.workflow_version,
+            step=index,
+            step_name=step.get("name") or step["type"],
+            attempts=attempt,
+            reason=outcome.reason,
+            error=outcome.error,
+        )
+        record = {
+            "dead_letter_id": str(letter.id),
+            "organization_id": letter.organization_id,
+            "project_id": letter.project_id,
+            "environment": letter.environment,
+            "instance_id": str(letter.instance_id),
+            "workflow_id": str(letter.workflow_id),
+            "workflow_version": letter.workflow_version,
+            "step": index,
+            "attempts": attempt,
+            "reason": outcome.reason,
+            "error": outcome.error,
+        }
+        await enqueue(
+            conn,
+            SCHEMA,
+            bus_topics.EVENTS_DLQ,
+            str(letter.id).encode(),
+            json.dumps(record).encode(),
+            (("content-type", b"application/json"),),
+        )
+        OUTCOMES.add(1, {"status": "failed", "reason": outcome.reason})
+
+
+def _released() -> dict[str, object]:
+    return {"claimed_by": None, "claim_expires": None}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

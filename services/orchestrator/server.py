@@ -1,0 +1,98 @@
+"""Assembles the orchestrator; used by `eventflow serve orchestrator` and the dev stack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from eventflow.orchestrator.v1 import event_service_pb2_grpc, instance_service_pb2_grpc
+from psycopg_pool import AsyncConnectionPool
+
+from libs.bus import Bus, Subscription
+from libs.bus import topics as bus_topics
+from libs.db import load_migrations
+from libs.outbox import OutboxRelay
+from libs.server import ServiceBinding
+from services.orchestrator.api.events import EventServicer
+from services.orchestrator.api.instances import DeadLetterServicer, InstanceServicer
+from services.orchestrator.dlq import DeadLetterQueue
+from services.orchestrator.events.ingest import Ingest
+from services.orchestrator.events.registry_feeds import RegistryFeeds
+from services.orchestrator.publishing import Publisher
+from services.orchestrator.reads import Reads
+from services.orchestrator.runner.steps import Executor, SigningSecrets, StepRunner, Webhooks
+from services.orchestrator.runner.worker import Worker
+from services.orchestrator.storage import SCHEMA
+
+MIGRATIONS = load_migrations(Path(__file__).parent / "storage" / "migrations")
+INGEST_GROUP = "orchestrator-ingest"
+EVENT_PARTITIONS = 4
+
+__all__ = ["MIGRATIONS", "SCHEMA", "Orchestrator", "build_orchestrator"]
+
+
+@dataclass
+class Orchestrator:
+    bindings: list[ServiceBinding]
+    ingest: Ingest
+    worker: Worker
+    feeds: RegistryFeeds
+    relay: OutboxRelay
+    bus: Bus
+    _ingest_subscription: Subscription | None = None
+
+    async def start(self) -> None:
+        # Replicas share ingest by partition; the key keeps one subject in order.
+        await self.bus.ensure_topic(bus_topics.EVENTS, partitions=EVENT_PARTITIONS)
+        for topic in (bus_topics.EVENTS_INVALID, bus_topics.EVENTS_DLQ):
+            await self.bus.ensure_topic(topic)
+        for topic in (bus_topics.REGISTRY_WORKFLOWS, bus_topics.REGISTRY_TENANTS):
+            await self.bus.ensure_topic(topic, compacted=True)
+        self.relay.start()
+        self.feeds.start()
+        self.worker.start()
+        self._ingest_subscription = self.bus.subscribe(
+            [bus_topics.EVENTS], INGEST_GROUP, self.ingest.handle
+        )
+
+    async def stop(self) -> None:
+        if self._ingest_subscription is not None:
+            await self._ingest_subscription.stop()
+        await self.worker.stop()
+        await self.feeds.stop()
+        await self.relay.stop()
+
+
+def build_orchestrator(
+    pool: AsyncConnectionPool,
+    bus: Bus,
+    executor: Executor,
+    webhooks: Webhooks,
+    signing_secrets: SigningSecrets,
+    *,
+    concurrency: int = 16,
+    outbox_poll_ms: int = 500,
+) -> Orchestrator:
+    worker = Worker(pool, StepRunner(executor, webhooks, signing_secrets), concurrency=concurrency)
+    reads = Reads(pool)
+    bindings = [
+        ServiceBinding(
+            "eventflow.orchestrator.v1.EventService",
+            EventServicer(Publisher(pool, bus), reads),
+            event_service_pb2_grpc.add_EventServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.orchestrator.v1.InstanceService",
+            InstanceServicer(reads),
+            instance_service_pb2_grpc.add_InstanceServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.orchestrator.v1.DeadLetterService",
+            DeadLetterServicer(DeadLetterQueue(pool, worker.notify)),
+            instance_service_pb2_grpc.add_DeadLetterServiceServicer_to_server,
+        ),
+    ]
+    relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)
+    return Orchestrator(
+        bindings, Ingest(pool, worker.notify), worker, RegistryFeeds(pool, bus), relay, bus
+    )

@@ -1,0 +1,3 @@
+"""PostgreSQL storage of the orchestrator; everything lives in this schema."""
+
+SCHEMA = "orchestrator"

@@ -1,0 +1,129 @@
+"""Events and the quarantine, in PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+Conn = AsyncConnection[Any]
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: uuid.UUID
+    organization_id: str
+    project_id: str
+    environment: str
+    event_id: str
+    type: str
+    source: str
+    subject: str | None
+    data: dict[str, Any]
+    time: datetime | None
+    replay_skip_side_effects: bool
+    causation_id: str | None
+    correlation_id: str | None
+    depth: int
+    receive_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class QuarantinedRecord:
+    reason: str
+    detail: str
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[list[str]]
+
+
+_COLUMNS = (
+    "id, organization_id, project_id, environment, event_id, type, source, subject, data,"
+    " time, replay_skip_side_effects, causation_id, correlation_id, depth, receive_time"
+)
+
+
+async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
+    """Insert events; return only those not seen before (redeliveries are skipped)."""
+    fresh = []
+    for event in events:
+        cur = await conn.execute(
+            "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
+            " event_id, type, source, subject, data, time, replay_skip_side_effects,"
+            " causation_id, correlation_id, depth)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
+            f" RETURNING {_COLUMNS}",
+            (
+                event.id,
+                event.organization_id,
+                event.project_id,
+                event.environment,
+                event.event_id,
+                event.type,
+                event.source,
+                event.subject,
+                Jsonb(event.data),
+                event.time,
+                event.replay_skip_side_effects,
+                event.causation_id,
+                event.correlation_id,
+                event.depth,
+            ),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            fresh.append(EventRow(**row))
+    return fresh
+
+
+async def quarantine(conn: Conn, records: list[QuarantinedRecord]) -> None:
+    for r in records:
+        digest = hashlib.sha256(r.value or b"").hexdigest()
+        await conn.execute(
+            "INSERT INTO orchestrator.quarantine (reason, detail, topic, partition, record_offset,"
+            " key, value, headers, value_digest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (topic, partition, record_offset, value_digest) DO NOTHING",
+            (
+                r.reason,
+                r.detail,
+                r.topic,
+                r.partition,
+                r.offset,
+                r.key,
+                r.value,
+                Jsonb(r.headers),
+                digest,
+            ),
+        )
+
+
+async def find(
+    conn: Conn, organization_id: str, project_id: str, environment: str, event_id: str
+) -> EventRow | None:
+    cur = await conn.execute(
+        f"SELECT {_COLUMNS} FROM orchestrator.events WHERE organization_id = %s"
+        " AND project_id = %s AND environment = %s AND event_id = %s",
+        (organization_id, project_id, environment, event_id),
+    )
+    row = await cur.fetchone()
+    return EventRow(**row) if row else None
+
+
+async def by_id(conn: Conn, event: uuid.UUID) -> EventRow:
+    cur = await conn.execute(f"SELECT {_COLUMNS} FROM orchestrator.events WHERE id = %s", (event,))
+    return EventRow(**await cur.fetchone())  # type: ignore[arg-type]
+
+
+async def quarantine_count(conn: Conn) -> int:
+    cur = await conn.execute("SELECT count(*) AS n FROM orchestrator.quarantine")
+    row = await cur.fetchone()
+    return int(row["n"]) if row else 0

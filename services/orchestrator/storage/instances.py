@@ -1,0 +1,238 @@
+"""Instances and their event logs.
+
+Log positions are dense (1..n) because every append happens while the
+instance row is locked (created in the same transaction, or claimed FOR
+UPDATE), and (instance, position) is the primary key, so a racing writer
+fails instead of writing a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from services.orchestrator.domain.reentry import History
+
+Conn = AsyncConnection[Any]
+
+TERMINAL = ("completed", "failed", "canceled")
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    id: uuid.UUID
+    organization_id: str
+    project_id: str
+    environment: str
+    workflow_id: uuid.UUID
+    workflow_version: int
+    definition: dict[str, Any]
+    event: uuid.UUID
+    event_id: str
+    subject: str | None
+    status: str
+    next_step: int
+    attempt: int
+    waiting: bool
+    wake_time: datetime
+    claimed_by: str | None
+    claim_expires: datetime | None
+    is_test: bool
+    skip_side_effects: bool
+    run_key: str
+    create_time: datetime
+    update_time: datetime
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    position: int
+    kind: str
+    step: int | None
+    attempt: int | None
+    detail: dict[str, Any]
+    time: datetime
+
+
+def reentry_lock_key(workflow_id: uuid.UUID, subject: str) -> int:
+    digest = hashlib.sha256(f"reentry:{workflow_id}:{subject}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def lock_subjects(conn: Conn, keys: list[int]) -> None:
+    """Transaction-scoped advisory locks, taken in one order to rule out deadlocks."""
+    for key in sorted(set(keys)):
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+
+async def history(conn: Conn, workflow_id: uuid.UUID, subject: str) -> History:
+    cur = await conn.execute(
+        "SELECT bool_or(status <> 'failed') AS unfailed, max(create_time) AS last_start"
+        " FROM orchestrator.instances WHERE workflow_id = %s AND subject = %s AND run_key = ''",
+        (workflow_id, subject),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return History(bool(row["unfailed"]), row["last_start"])
+
+
+async def create(
+    conn: Conn,
+    *,
+    organization_id: str,
+    project_id: str,
+    environment: str,
+    workflow_id: uuid.UUID,
+    version: int,
+    definition: dict[str, Any],
+    event: uuid.UUID,
+    event_id: str,
+    subject: str | None,
+    skip_side_effects: bool,
+    is_test: bool = False,
+    run_key: str = "",
+    next_step: int = 0,
+) -> uuid.UUID | None:
+    """Insert a running instance and log `instance_created`; None if it already exists."""
+    instance_id = uuid.uuid4()
+    cur = await conn.execute(
+        "INSERT INTO orchestrator.instances (id, organization_id, project_id, environment,"
+        " workflow_id, workflow_version, definition, event, event_id, subject, status,"
+        " next_step, is_test, skip_side_effects, run_key)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)"
+        " ON CONFLICT (event, workflow_id, run_key) DO NOTHING RETURNING id",
+        (
+            instance_id,
+            organization_id,
+            project_id,
+            environment,
+            workflow_id,
+            version,
+            Jsonb(definition),
+            event,
+            event_id,
+            subject,
+            next_step,
+            is_test,
+            skip_side_effects,
+            run_key,
+        ),
+    )
+    if await cur.fetchone() is None:
+        return None
+    await append(conn, instance_id, "instance_created", detail={"workflow_version": version})
+    return instance_id
+
+
+async def append(
+    conn: Conn,
+    instance_id: uuid.UUID,
+    kind: str,
+    *,
+    step: int | None = None,
+    attempt: int | None = None,
+    detail: dict[str, Any] | None = None,
+) -> int:
+    cur = await conn.execute(
+        "INSERT INTO orchestrator.instance_log (instance_id, position, kind, step, attempt, detail)"
+        " SELECT %s, coalesce(max(position), 0) + 1, %s, %s, %s, %s"
+        " FROM orchestrator.instance_log WHERE instance_id = %s RETURNING position",
+        (instance_id, kind, step, attempt, Jsonb(detail or {}), instance_id),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["position"])
+
+
+async def claim_due(conn: Conn, worker: str, limit: int, lease: timedelta) -> list[InstanceRow]:
+    """Claim runnable instances; a dead worker's expired claim is taken over."""
+    cur = await conn.execute(
+        "UPDATE orchestrator.instances SET claimed_by = %s, claim_expires = now() + %s"
+        " WHERE id IN (SELECT id FROM orchestrator.instances"
+        "   WHERE status = 'running' AND wake_time <= now()"
+        "   AND (claim_expires IS NULL OR claim_expires < now())"
+        "   ORDER BY wake_time LIMIT %s FOR UPDATE SKIP LOCKED)"
+        " RETURNING *",
+        (worker, lease, limit),
+    )
+    return [InstanceRow(**r) for r in await cur.fetchall()]
+
+
+async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> InstanceRow | None:
+    """The instance, locked, if this worker still holds its claim (else someone took over)."""
+    cur = await conn.execute(
+        "SELECT * FROM orchestrator.instances WHERE id = %s AND claimed_by = %s"
+        " AND status = 'running' FOR UPDATE",
+        (instance_id, worker),
+    )
+    row = await cur.fetchone()
+    return InstanceRow(**row) if row else None
+
+
+async def update(conn: Conn, instance_id: uuid.UUID, **changes: Any) -> InstanceRow:
+    sets = "".join(f"{column} = %s, " for column in changes)
+    cur = await conn.execute(
+        f"UPDATE orchestrator.instances SET {sets}update_time = now() WHERE id = %s RETURNING *",
+        (*changes.values(), instance_id),
+    )
+    return InstanceRow(**await cur.fetchone())  # type: ignore[arg-type]
+
+
+async def get(conn: Conn, organization_id: str, instance_id: uuid.UUID) -> InstanceRow | None:
+    cur = await conn.execute(
+        "SELECT * FROM orchestrator.instances WHERE organization_id = %s AND id = %s",
+        (organization_id, instance_id),
+    )
+    row = await cur.fetchone()
+    return InstanceRow(**row) if row else None
+
+
+async def for_event(conn: Conn, event: uuid.UUID) -> list[InstanceRow]:
+    cur = await conn.execute(
+        "SELECT * FROM orchestrator.instances WHERE event = %s ORDER BY create_time, id", (event,)
+    )
+    return [InstanceRow(**r) for r in await cur.fetchall()]
+
+
+async def list_page(
+    conn: Conn,
+    organization_id: str,
+    project_id: str | None,
+    workflow_id: uuid.UUID | None,
+    status: str,
+    before: tuple[str, str] | None,
+    limit: int,
+) -> list[InstanceRow]:
+    clauses, params = ["organization_id = %s"], [organization_id]
+    for column, value in (
+        ("project_id", project_id),
+        ("workflow_id", workflow_id),
+        ("status", status),
+    ):
+        if value:
+            clauses.append(f"{column} = %s")
+            params.append(value)  # type: ignore[arg-type]
+    if before is not None:
+        clauses.append("(create_time, id) < (%s::timestamptz, %s::uuid)")
+        params.extend(before)
+    cur = await conn.execute(
+        f"SELECT * FROM orchestrator.instances WHERE {' AND '.join(clauses)}"
+        " ORDER BY create_time DESC, id DESC LIMIT %s",
+        (*params, limit),
+    )
+    return [InstanceRow(**r) for r in await cur.fetchall()]
+
+
+async def log(conn: Conn, instance_id: uuid.UUID) -> list[LogEntry]:
+    cur = await conn.execute(
+        "SELECT position, kind, step, attempt, detail, time FROM orchestrator.instance_log"
+        " WHERE instance_id = %s ORDER BY position",
+        (instance_id,),
+    )
+    return [LogEntry(**r) for r in await cur.fetchall()]

@@ -7,6 +7,7 @@ workflow version for the same event -- or discarded.
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import Any
 
 from eventflow.orchestrator.v1 import instance_service_pb2 as pb
@@ -40,6 +41,10 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
                 page_size=_page_size(args),
                 page_token=token,
             )
+            if args.since:
+                request.create_after.FromDatetime(args.since)
+            if args.until:
+                request.create_before.FromDatetime(args.until)
             return client.call(client.dead_letters.ListDeadLetters, request)
 
         response = collect_pages(fetch, lambda r: r.dead_letters, args.page_token, args.all)
@@ -98,6 +103,10 @@ def register(
     p.add_argument("--workflow", metavar="W", help="only this workflow's entries")
     p.add_argument("--reason", metavar="R", help="only this reason, e.g. FUEL_EXHAUSTED")
     p.add_argument("--status", choices=STATUSES, help="entries in this state (default: open)")
+    p.add_argument(
+        "--since", type=_timestamp, metavar="TIME", help="created at or after (ISO 8601)"
+    )
+    p.add_argument("--until", type=_timestamp, metavar="TIME", help="created before (ISO 8601)")
     add_paging(p)
 
     with_id("show", show, "show an entry with its full error")
@@ -106,3 +115,12 @@ def register(
         "--from-start", action="store_true", help="rerun every step (default: from the failed one)"
     )
     with_id("discard", discard, "close an entry without rerunning it")
+
+
+def _timestamp(text: str) -> datetime:
+    """ISO 8601; a time without an offset is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -260,6 +260,9 @@ def run_dev(args: argparse.Namespace) -> int:
     else:
         setup_telemetry("eventflow-dev", "console", console_file=data_dir / "telemetry.log")
     operator_token = settings.operator_token or _dev_operator_token(data_dir)
+    if "EVENTFLOW_WEBHOOKS_ALLOW_PRIVATE" not in os.environ:
+        # On a laptop the receivers are local; metadata addresses stay blocked.
+        settings = dataclasses.replace(settings, webhooks_allow_private=True)
     database_url = settings.database_url
     if not database_url:
         print(f"starting embedded PostgreSQL in {data_dir / 'pg'} ...", flush=True)
@@ -356,10 +359,7 @@ async def bootstrap_dev_tenant(stack: Stack, data_dir: Path) -> dict[str, str]:
 DEMO_WORKFLOW: dict[str, Any] = {
     "name": "Welcome new users",
     "trigger_event": "demo.user_signed_up",
-    "steps": [
-        {"type": "delay", "name": "settle", "duration_ms": 1000},
-        {"type": "webhook", "name": "notify", "url": "http://127.0.0.1:9/welcome"},
-    ],
+    "steps": [{"type": "delay", "name": "settle", "duration_ms": 2000}],
     "reentry": {"mode": "once"},
 }
 
@@ -394,6 +394,8 @@ def _print_banner(stack: Stack, credentials: dict[str, str], data_dir: Path) -> 
                 f"  admin key:    {credentials['api_key']}",
                 f"                (saved in {data_dir / CREDENTIALS_FILE}; the CLI uses it)",
                 "  try:          .venv/bin/eventflow workflows list",
+                "                .venv/bin/eventflow events publish --type demo.user_signed_up"
+                ' --data \'{"userId": "u-1"}\'',
                 "Ctrl-C stops it; data is kept for the next start.",
             ]
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 
 import grpc
 from psycopg_pool import AsyncConnectionPool
@@ -32,6 +33,7 @@ class DeadLetterQueue:
         status: str,
         size: int,
         token: str,
+        window: tuple[datetime | None, datetime | None] = (None, None),
     ) -> tuple[list[DeadLetterRow], str]:
         if status not in ("", "open", "redriven", "discarded", "all"):
             raise invalid_field("status", "must be open, redriven, discarded or all")
@@ -46,6 +48,7 @@ class DeadLetterQueue:
                 _uuid(workflow, "workflow_id") if workflow else None,
                 reason,
                 status,
+                window,
                 before,
                 limit + 1,
             )

@@ -929,3 +929,9 @@ def test_the_real_client_has_the_orchestrator_stubs(argv: list[str], tmp_path: P
 )
 def test_json_texts_are_reshaped_or_kept(text: str, compact: str, pretty: str) -> None:
     assert (compact_json(text), pretty_json(text)) == (compact, pretty)
+
+
+def test_dlq_list_passes_a_time_window_and_refuses_a_bad_time() -> None:
+    from cli.main import main
+
+    assert main(["dlq", "list", "--since", "yesterday"]) == 2

@@ -129,6 +129,21 @@ def test_dev_stack_serves_the_cli_and_keeps_data_across_restarts(dev: DevStack) 
     assert bad.returncode == 1
     assert "steps[0].type" in bad.stderr and "unsupported step type: email" in bad.stderr
 
+    # The demo workflow reacts to the demo event (a durable 2 s delay).
+    published = dev.cli(
+        "events", "publish", "--type", "demo.user_signed_up", "--data", '{"userId": "u-1"}'
+    )
+    assert published.returncode == 0, published.stderr
+    event_id = published.stdout.strip()
+    deadline = time.monotonic() + 30
+    while True:
+        reactions = dev.cli_json("events", "reactions", event_id).get("reactions", [])
+        if reactions and reactions[0]["instance_status"] == "completed":
+            break
+        assert time.monotonic() < deadline, reactions
+        time.sleep(0.3)
+    assert reactions[0]["steps"][0]["status"] == "completed"
+
     assert dev.interrupt() == 0
     dev.start()
     after = dev.cli_json("workflows", "get", created["id"])

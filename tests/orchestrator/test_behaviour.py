@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import json
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import psycopg
@@ -317,6 +317,10 @@ async def test_a_final_failure_goes_to_the_dlq_and_redrive_finishes_it(
         event_id,
         "open",
     )
+    window = inst.ListDeadLettersRequest(project_id=tenant.project, workflow_id=workflow_id)
+    window.create_after.FromDatetime(datetime.now(UTC) + timedelta(minutes=1))
+    later = await o.dead_letters.ListDeadLetters(window, metadata=o.md)
+    assert list(later.dead_letters) == []
     redriven = await o.dead_letters.RedriveDeadLetter(
         inst.RedriveDeadLetterRequest(id=letter.id), metadata=o.md
     )

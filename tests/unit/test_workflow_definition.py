@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 import pytest
@@ -629,9 +629,10 @@ urls = st.builds(
     st.from_regex(r"[A-Za-z0-9/_.~-]{0,20}", fullmatch=True),
 )
 # Valid definitions hold UTF-8-encodable text only (no lone surrogates, category Cs).
-utf8_text = st.characters(exclude_categories=("Cs",))
+NO_SURROGATES: list[Literal["Cs"]] = ["Cs"]
+utf8_text = st.characters(exclude_categories=NO_SURROGATES)
 header_values = st.text(
-    st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=20
+    st.characters(exclude_characters="\r\n", exclude_categories=NO_SURROGATES), max_size=20
 )
 webhook_steps = st.fixed_dictionaries(
     {"type": st.just("webhook"), "url": urls},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any, TypeAlias
 
 import grpc
@@ -67,6 +68,14 @@ class DeadLetterServicer(pb_grpc.DeadLetterServiceServicer):
             request.status,
             request.page_size,
             request.page_token,
+            (
+                request.create_after.ToDatetime(tzinfo=UTC)
+                if request.HasField("create_after")
+                else None,
+                request.create_before.ToDatetime(tzinfo=UTC)
+                if request.HasField("create_before")
+                else None,
+            ),
         )
         return pb.ListDeadLettersResponse(
             dead_letters=[dead_letter_proto(r) for r in rows], next_page_token=token

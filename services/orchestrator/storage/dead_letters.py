@@ -73,6 +73,7 @@ async def list_page(
     workflow_id: uuid.UUID | None,
     reason: str,
     status: str,
+    window: tuple[datetime | None, datetime | None],
     before: tuple[str, str] | None,
     limit: int,
 ) -> list[DeadLetterRow]:
@@ -88,6 +89,10 @@ async def list_page(
     if status != "all":
         clauses.append("status = %s")
         params.append(status or "open")
+    for bound, operator in zip(window, (">=", "<"), strict=True):
+        if bound is not None:
+            clauses.append(f"create_time {operator} %s")
+            params.append(bound)  # type: ignore[arg-type]
     if before is not None:
         clauses.append("(create_time, id) < (%s::timestamptz, %s::uuid)")
         params.extend(before)

@@ -50,7 +50,7 @@ class Orchestrator:
             await self.bus.ensure_topic(topic, compacted=True)
         self.relay.start()
         self.feeds.start()
-        self.worker.start()
+        await self.worker.start()
         self._ingest_subscription = self.bus.subscribe(
             [bus_topics.EVENTS], INGEST_GROUP, self.ingest.handle
         )

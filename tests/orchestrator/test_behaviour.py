@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import socket
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import psycopg
@@ -421,3 +423,28 @@ async def test_environments_are_partitioned_and_paused_workflows_start_nothing(
     after = await send_structured(producer, tenant, event_type, {})
     await asyncio.sleep(0.5)
     assert await o.reactions(after) == []
+
+
+async def test_claims_of_a_dead_worker_on_this_host_are_released_at_start(
+    tenant: Tenant, receiver: Receiver, producer: AIOKafkaProducer, stack: Any, database_url: str
+) -> None:
+    steps = [wf.Step(type="delay", duration_ms=30 * 24 * 3600 * 1000)]
+    _, event_type, o = await live_webhook_workflow(
+        tenant, receiver, producer, "/never", steps=steps
+    )
+    event_id = await send_structured(producer, tenant, event_type, {})
+    [reaction] = await o.settled(event_id, statuses=("running",))
+    dead = f"{socket.gethostname()}:999999:gone"  # no such pid
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "UPDATE orchestrator.instances SET claimed_by = %s, claim_expires = now() + interval"
+            " '1 hour' WHERE id = %s",
+            (dead, uuid.UUID(reaction.instance_id)),
+        )
+    assert await stack.orchestrator.worker.release_orphans() >= 1
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(
+            "SELECT claimed_by FROM orchestrator.instances WHERE id = %s",
+            (uuid.UUID(reaction.instance_id),),
+        )
+        assert await cur.fetchone() == (None,)

@@ -66,8 +66,22 @@ class Worker:
         """Something became due now (new instances): look without waiting for the poll."""
         self._wake.set()
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        await self.release_orphans()
         self._loop = asyncio.create_task(self._run(), name=f"worker {self.name}")
+
+    async def release_orphans(self) -> int:
+        """Free claims held by dead workers of this host at once, not at lease expiry.
+
+        A worker's name is host:pid:token, so after a crash and restart on the
+        same machine the dead process's claims are recognisable; claims of
+        other hosts are left to expire.
+        """
+        host = socket.gethostname()
+        async with transaction(self._pool) as conn:
+            holders = await instances.claim_holders(conn, f"{host}:%")
+            dead = [h for h in holders if not _alive(h)]
+            return await instances.release_claims(conn, dead) if dead else 0
 
     async def stop(self) -> None:
         if self._loop is not None:
@@ -131,8 +145,15 @@ class Worker:
                 return None
             attempt = instance.attempt + 1
             await instances.append(conn, instance.id, "step_started", step=index, attempt=attempt)
+            # The lease must outlast the step, or another worker could run it too.
+            step_timeout = timedelta(
+                milliseconds=int(step.get("retry", {}).get("timeout_ms", 30000))
+            )
             instance = await instances.update(
-                conn, instance.id, attempt=attempt, claim_expires=_now() + self._lease
+                conn,
+                instance.id,
+                attempt=attempt,
+                claim_expires=_now() + self._lease + step_timeout,
             )
             event = await event_store.by_id(conn, instance.event)
         started = asyncio.get_running_loop().time()
@@ -295,3 +316,18 @@ def _released() -> dict[str, object]:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _alive(worker: str) -> bool:
+    """Whether the process named in a worker name (host:pid:token) still runs."""
+    try:
+        pid = int(worker.split(":")[1])
+    except (IndexError, ValueError):
+        return True  # not ours to judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

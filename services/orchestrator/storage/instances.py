@@ -164,6 +164,24 @@ async def claim_due(conn: Conn, worker: str, limit: int, lease: timedelta) -> li
     return [InstanceRow(**r) for r in await cur.fetchall()]
 
 
+async def claim_holders(conn: Conn, pattern: str) -> list[str]:
+    cur = await conn.execute(
+        "SELECT DISTINCT claimed_by FROM orchestrator.instances"
+        " WHERE status = 'running' AND claimed_by LIKE %s",
+        (pattern,),
+    )
+    return [row["claimed_by"] for row in await cur.fetchall()]
+
+
+async def release_claims(conn: Conn, holders: list[str]) -> int:
+    cur = await conn.execute(
+        "UPDATE orchestrator.instances SET claimed_by = NULL, claim_expires = NULL"
+        " WHERE status = 'running' AND claimed_by = ANY(%s)",
+        (holders,),
+    )
+    return cur.rowcount
+
+
 async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> InstanceRow | None:
     """The instance, locked, if this worker still holds its claim (else someone took over)."""
     cur = await conn.execute(

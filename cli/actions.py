@@ -18,10 +18,10 @@ import grpc
 from eventflow.governance.v1 import action_service_pb2 as pb
 
 from cli import action_views as views
-from cli.client import ALL_PAGE_SIZE, collect_pages
+from cli.client import collect_pages
 from cli.context import Context, Handler
 from cli.errors import UsageError, print_rpc_error
-from cli.options import add_paging, connection_options, positive_int
+from cli.options import add_paging, connection_options, positive_int, requested_page_size
 
 # The server takes module chunks of up to 1 MiB.
 CHUNK_BYTES = 1024 * 1024
@@ -225,25 +225,16 @@ def upload(args: argparse.Namespace, ctx: Context) -> int:
 # --------------------------------------------------------------- reading
 
 
-def _page_size(args: argparse.Namespace) -> int:
-    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))
-
-
-def _more_hint(ctx: Context, response: Any) -> None:
-    if response.next_page_token and not ctx.json:
-        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
-
-
 def list_(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.connect() as client:
 
         def fetch(token: str) -> pb.ListActionsResponse:
-            request = pb.ListActionsRequest(page_size=_page_size(args), page_token=token)
+            request = pb.ListActionsRequest(page_size=requested_page_size(args), page_token=token)
             return client.call(client.actions.ListActions, request)
 
         response = collect_pages(fetch, lambda r: r.actions, args.page_token, args.all)
     ctx.emit(response, lambda: views.action_list(response.actions))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 
@@ -259,13 +250,13 @@ def versions(args: argparse.Namespace, ctx: Context) -> int:
 
         def fetch(token: str) -> pb.ListActionVersionsResponse:
             request = pb.ListActionVersionsRequest(
-                action=args.ref, page_size=_page_size(args), page_token=token
+                action=args.ref, page_size=requested_page_size(args), page_token=token
             )
             return client.call(client.actions.ListActionVersions, request)
 
         response = collect_pages(fetch, lambda r: r.versions, args.page_token, args.all)
     ctx.emit(response, lambda: views.versions_table(response.versions))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from eventflow.registry.v1 import tenancy_service_pb2 as ts
 
-from cli.client import ALL_PAGE_SIZE, collect_pages
+from cli.client import collect_pages
 from cli.context import Context, Handler
-from cli.options import add_paging, connection_options
+from cli.options import add_paging, connection_options, requested_page_size
 from cli.output import EMPTY, render_fields, render_table, timestamp
 
 PLANS = ("starter", "team", "enterprise")
@@ -52,10 +52,6 @@ def _key_fields(key: Any) -> list[tuple[str, object]]:
         ("Created", timestamp(key.create_time)),
         ("State", "revoked" if key.revoked else "active"),
     ]
-
-
-def _page_size(args: argparse.Namespace) -> int:
-    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))
 
 
 def orgs_create(args: argparse.Namespace, ctx: Context) -> int:
@@ -101,7 +97,9 @@ def projects_list(args: argparse.Namespace, ctx: Context) -> int:
 
         def fetch(token: str) -> Any:
             request = ts.ListProjectsRequest(
-                organization_id=args.org or "", page_size=_page_size(args), page_token=token
+                organization_id=args.org or "",
+                page_size=requested_page_size(args),
+                page_token=token,
             )
             return client.call(client.tenancy.ListProjects, request)
 
@@ -142,7 +140,9 @@ def keys_list(args: argparse.Namespace, ctx: Context) -> int:
 
         def fetch(token: str) -> Any:
             request = ts.ListApiKeysRequest(
-                organization_id=args.org or "", page_size=_page_size(args), page_token=token
+                organization_id=args.org or "",
+                page_size=requested_page_size(args),
+                page_token=token,
             )
             return client.call(client.tenancy.ListApiKeys, request)
 

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from google.protobuf.message import Message
 
@@ -47,6 +47,11 @@ class Context:
     def note(self, text: str) -> None:
         """Side remarks (hints, warnings) go to stderr so stdout stays parseable."""
         print(text, file=self.err)
+
+    def more_hint(self, response: Any) -> None:
+        """Tell a table reader there are more pages (JSON readers see next_page_token)."""
+        if response.next_page_token and not self.json:
+            self.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

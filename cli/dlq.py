@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
 
 from eventflow.orchestrator.v1 import instance_service_pb2 as pb
 
 from cli import orchestrator_views as views
-from cli.client import ALL_PAGE_SIZE, collect_pages
+from cli.client import collect_pages
 from cli.context import Context, Handler
-from cli.options import add_paging
+from cli.options import add_paging, requested_page_size
 
 STATUSES = ("open", "redriven", "discarded", "all")
-
-
-def _page_size(args: argparse.Namespace) -> int:
-    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))
-
-
-def _more_hint(ctx: Context, response: Any) -> None:
-    if response.next_page_token and not ctx.json:
-        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
 
 
 def list_(args: argparse.Namespace, ctx: Context) -> int:
@@ -38,7 +28,7 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
                 workflow_id=args.workflow or "",
                 reason=args.reason or "",
                 status=args.status or "",
-                page_size=_page_size(args),
+                page_size=requested_page_size(args),
                 page_token=token,
             )
             if args.since:
@@ -49,7 +39,7 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
 
         response = collect_pages(fetch, lambda r: r.dead_letters, args.page_token, args.all)
     ctx.emit(response, lambda: views.dead_letter_list(response.dead_letters))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 

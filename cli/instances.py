@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from eventflow.orchestrator.v1 import instance_service_pb2 as pb
 
 from cli import orchestrator_views as views
-from cli.client import ALL_PAGE_SIZE, collect_pages
+from cli.client import collect_pages
 from cli.context import Context, Handler
-from cli.options import add_paging
+from cli.options import add_paging, requested_page_size
 
 STATUSES = ("running", "paused", "completed", "failed", "canceled")
-
-
-def _page_size(args: argparse.Namespace) -> int:
-    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))
-
-
-def _more_hint(ctx: Context, response: Any) -> None:
-    if response.next_page_token and not ctx.json:
-        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
 
 
 def list_(args: argparse.Namespace, ctx: Context) -> int:
@@ -32,14 +22,14 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
                 project_id=ctx.settings.project,
                 workflow_id=args.workflow or "",
                 status=args.status or "",
-                page_size=_page_size(args),
+                page_size=requested_page_size(args),
                 page_token=token,
             )
             return client.call(client.instances.ListInstances, request)
 
         response = collect_pages(fetch, lambda r: r.instances, args.page_token, args.all)
     ctx.emit(response, lambda: views.instance_list(response.instances))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 

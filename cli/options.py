@@ -54,3 +54,10 @@ def add_paging(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=positive_int, metavar="N", help="results per page")
     parser.add_argument("--page-token", default="", metavar="TOKEN", help="continue a listing")
     parser.add_argument("--all", action="store_true", help="follow every page to the end")
+
+
+def requested_page_size(args: argparse.Namespace) -> int:
+    """--page-size as given; with --all and no size, the largest page the API serves."""
+    from cli.client import ALL_PAGE_SIZE
+
+    return int(args.page_size or (ALL_PAGE_SIZE if args.all else 0))

@@ -106,7 +106,7 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
         return render_table(("ACTION", "KEY", "VERSION", "CREATED", "UPDATED", "BY"), rows)
 
     ctx.emit(response, table)
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 
@@ -140,7 +140,7 @@ def versions(args: argparse.Namespace, ctx: Context) -> int:
         return render_table(("VERSION", "STATE", "CREATED", "BY", "DESTROYED"), rows)
 
     ctx.emit(response, table)
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 
@@ -174,11 +174,6 @@ def purge(args: argparse.Namespace, ctx: Context) -> int:
         ),
     )
     return 0
-
-
-def _more_hint(ctx: Context, response: Any) -> None:
-    if response.next_page_token and not ctx.json:
-        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
 
 
 def register(

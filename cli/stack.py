@@ -36,6 +36,7 @@ from libs.executor_client import ExecutorClient
 from libs.governance_client import ModuleClient
 from libs.identity import STACK, ServiceCertificates, create_dev_pki
 from libs.key_client import RemoteKeyStore
+from libs.processes import pid_running
 from libs.registry_client import WebhookSecrets
 from libs.server import RunningServer, ServiceBinding, start_server
 from libs.telemetry import setup_telemetry
@@ -303,19 +304,9 @@ def _forget_dead_handles(pgdata: Path) -> None:
         pids = json.loads(handles.read_text())
     except ValueError:
         return
-    live = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    live = [pid for pid in pids if isinstance(pid, int) and pid_running(pid)]
     if live != pids:
         handles.write_text(json.dumps(live))
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _embedded_postgres(pgdata: Path) -> str:

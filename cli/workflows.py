@@ -32,11 +32,6 @@ def _status_line(ctx: Context, workflow: Any) -> int:
     return 0
 
 
-def _more_hint(ctx: Context, response: Any) -> None:
-    if response.next_page_token and not ctx.json:
-        ctx.note(f"more results: rerun with --all or --page-token {response.next_page_token}")
-
-
 def create(args: argparse.Namespace, ctx: Context) -> int:
     file = load_workflow(args.file, ctx.stdin)
     request = ws.CreateWorkflowRequest(project_id=ctx.settings.project, workflow=file.workflow)
@@ -91,7 +86,7 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
 
         response = collect_pages(fetch, lambda r: r.workflows, args.page_token, args.all)
     ctx.emit(response, lambda: views.workflow_list(response.workflows))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 
@@ -150,7 +145,7 @@ def versions(args: argparse.Namespace, ctx: Context) -> int:
 
         response = collect_pages(fetch, lambda r: r.versions, args.page_token, args.all)
     ctx.emit(response, lambda: views.versions_table(response.versions))
-    _more_hint(ctx, response)
+    ctx.more_hint(response)
     return 0
 
 

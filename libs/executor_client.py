@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import grpc
 from eventflow.executor.v1 import executor_service_pb2 as pb
 from eventflow.executor.v1 import executor_service_pb2_grpc as pb_grpc
 
 from libs.identity import ServiceCertificates
+from libs.internal_channel import InternalChannel
 
 # A compile of a hostile module may take the executor its full compile bound.
 VALIDATE_TIMEOUT_S = 30.0
@@ -15,23 +15,10 @@ RUN_TIMEOUT_S = 30.0
 
 class ExecutorClient:
     def __init__(self, target: str, certificates: ServiceCertificates) -> None:
-        self._target = target
-        self._certificates = certificates
-        self._channel: grpc.aio.Channel | None = None
+        self._channel = InternalChannel(target, certificates, "executor")
 
     def _stub(self) -> pb_grpc.ExecutorServiceStub:
-        # Created on first use, inside the event loop that will drive it.
-        if self._channel is None:
-            self._channel = grpc.aio.secure_channel(
-                self._target,
-                self._certificates.channel_credentials(),
-                options=[
-                    ("grpc.max_send_message_length", 16 * 1024 * 1024),
-                    # Only a certificate naming the executor may answer.
-                    ("grpc.ssl_target_name_override", "executor"),
-                ],
-            )
-        return pb_grpc.ExecutorServiceStub(self._channel)
+        return pb_grpc.ExecutorServiceStub(self._channel.get())
 
     async def validate_module(self, wasm: bytes) -> pb.ValidateModuleResponse:
         return await self._stub().ValidateModule(
@@ -47,6 +34,4 @@ class ExecutorClient:
         return response.result
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+        await self._channel.close()

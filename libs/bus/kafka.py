@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 
 from libs.bus.base import (
     RETRY_DELAY_S,
@@ -124,16 +124,28 @@ class KafkaBus(Bus):
         await consumer.start()
         try:
             while not stopping.is_set():
-                fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
-                for partition, messages in fetched.items():
-                    batch = [_to_record(m, len(self._prefix)) for m in messages]
-                    if await run_handler(handler, batch, group):
-                        await consumer.commit({partition: messages[-1].offset + 1})
-                    else:
-                        await _rewind(consumer, partition, messages[0].offset)
-                        await asyncio.sleep(RETRY_DELAY_S)
+                try:
+                    await self._poll_once(consumer, handler, group, max_batch)
+                except (CommitFailedError, KafkaError) as error:
+                    # The group moved on without us (a long pause missed heartbeats):
+                    # the uncommitted batch is redelivered to whoever owns the
+                    # partition now, and handlers are idempotent. Rejoin and go on.
+                    log.warning("consumer group %s: %s; rejoining", group, type(error).__name__)
+                    await asyncio.sleep(RETRY_DELAY_S)
         finally:
             await consumer.stop()
+
+    async def _poll_once(
+        self, consumer: AIOKafkaConsumer, handler: Handler, group: str, max_batch: int
+    ) -> None:
+        fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
+        for partition, messages in fetched.items():
+            batch = [_to_record(m, len(self._prefix)) for m in messages]
+            if await run_handler(handler, batch, group):
+                await consumer.commit({partition: messages[-1].offset + 1})
+            else:
+                await _rewind(consumer, partition, messages[0].offset)
+                await asyncio.sleep(RETRY_DELAY_S)
 
 
 async def _rewind(consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> None:

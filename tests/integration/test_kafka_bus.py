@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -159,3 +160,30 @@ async def test_namespaces_keep_installations_apart_on_one_cluster(kafka_bootstra
     assert [r.value for r in seen["first"]] == [b"for-first"]
     assert [r.value for r in seen["second"]] == [b"for-second"]
     assert seen["first"][0].topic == topic  # handlers see names without the namespace
+
+
+async def test_a_consumer_survives_being_evicted_from_its_group(kafka_bootstrap: str) -> None:
+    """A handler that stalls the loop past the session timeout gets its member evicted;
+    the commit after it fails, and the loop must rejoin and redeliver, not die."""
+    bus = KafkaBus(kafka_bootstrap)
+    await bus.start()
+    topic, group = topic_name(), f"g-{uuid.uuid4().hex[:6]}"
+    await bus.ensure_topic(topic)
+    seen: list[bytes | None] = []
+
+    async def handle(batch: Sequence[Record]) -> None:
+        seen.extend(r.value for r in batch)
+        if len(seen) == 1:
+            time.sleep(12)  # noqa: ASYNC251 -- stall the loop past the 10 s session timeout
+
+    try:
+        subscription = bus.subscribe([topic], group, handle)
+        await bus.publish(topic, b"stalls")
+        await wait_for(lambda: len(seen) >= 1)
+        await bus.publish(topic, b"after")
+        await wait_for(lambda: b"after" in seen, limit_s=60)
+        assert not subscription.task.done()
+        await subscription.stop()
+    finally:
+        await bus.stop()
+    assert seen.count(b"stalls") >= 2  # uncommitted, so delivered again

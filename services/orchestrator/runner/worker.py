@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from libs.bus import topics as bus_topics
 from libs.db import transaction
 from libs.outbox import enqueue
+from libs.processes import pid_running
 from services.orchestrator.domain.outcomes import Outcome
 from services.orchestrator.domain.retry import may_retry, retry_delay
 from services.orchestrator.runner.steps import StepContext, StepRunner
@@ -327,10 +328,4 @@ def _alive(worker: str) -> bool:
         pid = int(worker.split(":")[1])
     except (IndexError, ValueError):
         return True  # not ours to judge
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_running(pid)

@@ -18,6 +18,7 @@ import os
 import socket
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from opentelemetry import metrics
 from psycopg_pool import AsyncConnectionPool
@@ -28,10 +29,11 @@ from libs.outbox import enqueue
 from libs.processes import pid_running
 from services.orchestrator.domain.outcomes import Outcome
 from services.orchestrator.domain.retry import may_retry, retry_delay
+from services.orchestrator.events.cloudevents import OutgoingEvent, encode_structured
 from services.orchestrator.runner.steps import StepContext, StepRunner
-from services.orchestrator.storage import SCHEMA, dead_letters, instances
+from services.orchestrator.storage import SCHEMA, dead_letters, instances, projections
 from services.orchestrator.storage import events as event_store
-from services.orchestrator.storage.events import Conn
+from services.orchestrator.storage.events import Conn, EventRow
 from services.orchestrator.storage.instances import InstanceRow
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,10 @@ OUTCOMES = meter.create_counter("eventflow.instances.finished", description="by 
 STEP_LATENCY = meter.create_histogram("eventflow.step.duration", unit="ms")
 
 LEASE = timedelta(seconds=60)
+MAX_DERIVED_DEPTH = 8
+# Derived event ids are a function of (instance, step): a relay retry or a
+# re-run step yields the same id, which ingest deduplicates.
+DERIVED_IDS = uuid.UUID("6f1b1c3e-5c7a-4a55-9d2e-0e7c1f3b9a10")
 
 
 class Worker:
@@ -199,6 +205,11 @@ class Worker:
         outcome: Outcome,
     ) -> InstanceRow | None:
         """Write one attempt's outcome; returns the instance if it should continue now."""
+        if outcome.kind == "completed" and step["type"] == "custom_action":
+            refused = await self._apply_effects(conn, instance, index, outcome)
+            if refused is not None:
+                await self._fail(conn, instance, index, step, attempt, refused)
+                return None
         if outcome.kind in ("completed", "skipped"):
             kind = "step_completed" if outcome.kind == "completed" else "step_skipped"
             detail = (
@@ -231,6 +242,29 @@ class Worker:
             await instances.update(conn, instance.id, wake_time=wake, **_released())
             return None
         await self._fail(conn, instance, index, step, attempt, outcome)
+        return None
+
+    async def _apply_effects(
+        self, conn: Conn, instance: InstanceRow, index: int, outcome: Outcome
+    ) -> Outcome | None:
+        """Projection and derived event, committed with the step result or not at all."""
+        projection = outcome.output.get("projection")
+        if projection is not None:
+            written = await projections.write(conn, instance, projection)
+            outcome.output["projection_id"] = str(written)
+        derived = outcome.output.get("derived_event")
+        if derived is None:
+            return None
+        cause = await event_store.by_id(conn, instance.event)
+        if cause.depth + 1 > MAX_DERIVED_DEPTH:
+            return Outcome.final(
+                "DERIVED_EVENT_DEPTH",
+                f"derived event chain deeper than {MAX_DERIVED_DEPTH} hops stopped",
+            )
+        event = derived_event(instance, index, cause, derived)
+        key, value, headers = encode_structured(event)
+        await enqueue(conn, SCHEMA, bus_topics.EVENTS, key, value, tuple(headers))
+        outcome.output["derived_event_id"] = event.event_id
         return None
 
     async def _next(self, conn: Conn, instance: InstanceRow, index: int) -> InstanceRow | None:
@@ -329,3 +363,24 @@ def _alive(worker: str) -> bool:
     except (IndexError, ValueError):
         return True  # not ours to judge
     return pid_running(pid)
+
+
+def derived_event(
+    instance: InstanceRow, index: int, cause: EventRow, derived: dict[str, Any]
+) -> OutgoingEvent:
+    return OutgoingEvent(
+        event_id=str(uuid.uuid5(DERIVED_IDS, f"{instance.id}:{index}")),
+        source=f"eventflow/workflows/{instance.workflow_id}",
+        type=derived["type"],
+        organization_id=instance.organization_id,
+        project_id=instance.project_id,
+        data_json=json.dumps(
+            derived["payload"], ensure_ascii=False, separators=(",", ":")
+        ).encode(),
+        time=_now(),
+        environment=instance.environment,
+        replay_skip_side_effects=cause.replay_skip_side_effects,
+        causation_id=cause.event_id,
+        correlation_id=cause.correlation_id or cause.event_id,
+        depth=cause.depth + 1,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from cli.events import BATCH_SIZE, MAX_REPORTED
 from cli.orchestrator_views import DETAIL_WIDTH, compact_json, pretty_json
 from cli.profile import Settings
 from libs.errors import EventflowError, FieldViolation, invalid_argument, not_found
+from tests.cli.fakes import FakeStub, Result, TtyStringIO
 from tests.fakes import RichRpcError
 
 KEY = "efk_test_secret_value"
@@ -41,42 +42,6 @@ LONG_ERROR = (
 
 
 # --------------------------------------------------------------------- fakes
-
-
-class FakeStub:
-    """Answers each method from ``replies``; records (method, request, metadata, timeout)."""
-
-    def __init__(self, replies: dict[str, Any]) -> None:
-        self.replies = replies
-        self.calls: list[tuple[str, Any, Any, Any]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        def method(request: Any, metadata: Any = None, timeout: Any = None) -> Any:
-            self.calls.append((name, request, metadata, timeout))
-            reply = self.replies[name]
-            if isinstance(reply, BaseException):
-                raise reply
-            if isinstance(reply, list):
-                reply = reply.pop(0)
-                if isinstance(reply, BaseException):
-                    raise reply
-                return reply
-            return reply(request) if callable(reply) else reply
-
-        return method
-
-    def requests(self, name: str) -> list[Any]:
-        return [request for method, request, _, _ in self.calls if method == name]
-
-
-class TtyStringIO(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-class Result:
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
 
 
 def run_cli(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from eventflow.registry.v1 import tenant_state_pb2, workflow_state_pb2
+from eventflow.registry.v1 import tenant_state_pb2, workflow_pb2, workflow_state_pb2
 from google.protobuf import json_format
 from psycopg_pool import AsyncConnectionPool
 
@@ -51,13 +51,8 @@ class RegistryFeeds:
                     continue
                 state = workflow_state_pb2.WorkflowState.FromString(record.value)
                 published = state.published if state.HasField("published") else None
-                definition = (
-                    json_format.MessageToDict(
-                        published.definition, preserving_proto_field_name=True
-                    )
-                    if published
-                    else None
-                )
+                definition = _as_dict(published.definition) if published else None
+                draft = _as_dict(state.draft) if state.HasField("draft") else None
                 await read_models.apply_workflow(
                     conn,
                     workflow_id,
@@ -68,6 +63,7 @@ class RegistryFeeds:
                     published.version if published else None,
                     _normalized(definition),
                     state.revision,
+                    _normalized(draft),
                 )
 
     async def tenants(self, batch: Sequence[Record]) -> None:
@@ -79,6 +75,10 @@ class RegistryFeeds:
                 await read_models.apply_tenant(
                     conn, state.organization_id, state.project_id, state.plan, state.revision
                 )
+
+
+def _as_dict(definition: workflow_pb2.WorkflowDefinition) -> dict:
+    return json_format.MessageToDict(definition, preserving_proto_field_name=True)
 
 
 def _normalized(definition: dict | None) -> dict | None:

@@ -250,7 +250,7 @@ class Worker:
         """Projection and derived event, committed with the step result or not at all."""
         projection = outcome.output.get("projection")
         if projection is not None:
-            written = await projections.write(conn, instance, projection)
+            written = await projections.write(conn, instance, index, projection)
             outcome.output["projection_id"] = str(written)
         derived = outcome.output.get("derived_event")
         if derived is None:

@@ -48,6 +48,7 @@ class InstanceRow:
     run_key: str
     create_time: datetime
     update_time: datetime
+    pause_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from services.orchestrator.storage.instances import InstanceRow
 Conn = AsyncConnection[Any]
 
 
-async def write(conn: Conn, instance: InstanceRow, projection: dict[str, Any]) -> uuid.UUID:
+async def write(
+    conn: Conn, instance: InstanceRow, step: int, projection: dict[str, Any]
+) -> uuid.UUID:
     """Write in the caller's transaction (the step result's), so it happens once in effect."""
     keyed = projection.get("entity_type") is not None and projection.get("entity_id") is not None
     conflict = (

@@ -34,15 +34,16 @@ async def apply_workflow(
     version: int | None,
     definition: dict[str, Any] | None,
     revision: int,
+    draft: dict[str, Any] | None = None,
 ) -> None:
     await conn.execute(
         "INSERT INTO orchestrator.workflows (workflow_id, organization_id, project_id,"
-        " environment, status, trigger_event, version, definition, revision)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " environment, status, trigger_event, version, definition, revision, draft_definition)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (workflow_id) DO UPDATE SET status = excluded.status,"
         " environment = excluded.environment, trigger_event = excluded.trigger_event,"
         " version = excluded.version, definition = excluded.definition,"
-        " revision = excluded.revision"
+        " revision = excluded.revision, draft_definition = excluded.draft_definition"
         " WHERE orchestrator.workflows.revision < excluded.revision",
         (
             workflow_id,
@@ -54,6 +55,7 @@ async def apply_workflow(
             version,
             Jsonb(definition) if definition is not None else None,
             revision,
+            Jsonb(draft) if draft is not None else None,
         ),
     )
 

@@ -11,7 +11,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import grpc
 from eventflow.orchestrator.v1 import event_pb2
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,14 +19,14 @@ from libs.auth.scope import organization_of, project_scope
 from libs.bus import Bus
 from libs.bus import topics as bus_topics
 from libs.db import transaction
-from libs.errors import EventflowError, FieldViolation, invalid_argument, not_found
+from libs.errors import FieldViolation, invalid_argument, not_found
+from services.orchestrator.environments import SANDBOX_PLANS, sandbox_refusal
 from services.orchestrator.events.cloudevents import (
     Invalid,
     OutgoingEvent,
     encode_structured,
     parse_record,
 )
-from services.orchestrator.events.ingest import SANDBOX_PLANS
 from services.orchestrator.storage import read_models
 
 MAX_BATCH = 500
@@ -93,11 +92,7 @@ class Publisher:
             if plan is None:
                 raise not_found("project", item.event.project_id)
             if item.event.environment == "sandbox" and plan not in SANDBOX_PLANS:
-                raise EventflowError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    "SANDBOX_DISABLED",
-                    f"the {plan} plan has no sandbox environment; upgrade to team or enterprise",
-                )
+                raise sandbox_refusal(plan)
 
 
 def _outgoing(who: Principal, org: str, given: event_pb2.EventInput) -> OutgoingEvent:

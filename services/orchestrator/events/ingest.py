@@ -25,6 +25,7 @@ from libs.bus import topics as bus_topics
 from libs.db import transaction
 from libs.outbox import enqueue
 from services.orchestrator.domain import reentry
+from services.orchestrator.environments import SANDBOX_DISABLED, SANDBOX_PLANS
 from services.orchestrator.events.cloudevents import IncomingEvent, Invalid, parse_record
 from services.orchestrator.storage import SCHEMA, instances, read_models
 from services.orchestrator.storage import events as event_store
@@ -38,8 +39,6 @@ QUARANTINED = meter.create_counter(
     "eventflow.events.quarantined", description="records kept in quarantine, by reason"
 )
 STARTED = meter.create_counter("eventflow.instances.started", description="instances started")
-
-SANDBOX_PLANS = ("team", "enterprise")
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ def _tenant_problem(event: IncomingEvent, plans: dict[tuple[str, str], str]) -> 
     if plan is None:
         return Invalid("UNKNOWN_TENANT", f"no project {event.organization_id}/{event.project_id}")
     if event.environment == "sandbox" and plan not in SANDBOX_PLANS:
-        return Invalid("SANDBOX_DISABLED", f"the {plan} plan has no sandbox environment")
+        return Invalid(SANDBOX_DISABLED, f"the {plan} plan has no sandbox environment")
     return None
 
 

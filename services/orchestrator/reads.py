@@ -14,6 +14,7 @@ from libs.auth.scope import organization_of, project_scope
 from libs.db import transaction
 from libs.errors import invalid_field, not_found
 from libs.pagination import decode_token, encode_token, page_size
+from services.orchestrator.environments import environment_of, require_environment
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage import instances
 from services.orchestrator.storage.events import EventRow
@@ -44,8 +45,10 @@ class Reads:
     async def event(self, who: Principal, event_id: str, project: str, env: str) -> EventRow:
         org, project_id = organization_of(who), project_scope(who, project)
         assert project_id is not None
+        environment = environment_of(env)
         async with transaction(self._pool) as conn:
-            found = await event_store.find(conn, org, project_id, env or "production", event_id)
+            await require_environment(conn, org, project_id, environment)
+            found = await event_store.find(conn, org, project_id, environment, event_id)
         if found is None:
             raise not_found("event", event_id)
         return found

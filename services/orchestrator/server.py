@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventflow.orchestrator.v1 import event_service_pb2_grpc, instance_service_pb2_grpc
+from eventflow.orchestrator.v1 import (
+    event_service_pb2_grpc,
+    instance_service_pb2_grpc,
+    sandbox_service_pb2_grpc,
+)
 from psycopg_pool import AsyncConnectionPool
 
 from libs.bus import Bus, Subscription
@@ -15,6 +19,7 @@ from libs.outbox import OutboxRelay
 from libs.server import ServiceBinding
 from services.orchestrator.api.events import EventServicer
 from services.orchestrator.api.instances import DeadLetterServicer, InstanceServicer
+from services.orchestrator.api.sandbox import SandboxServicer
 from services.orchestrator.dlq import DeadLetterQueue
 from services.orchestrator.events.ingest import Ingest
 from services.orchestrator.events.registry_feeds import RegistryFeeds
@@ -22,6 +27,7 @@ from services.orchestrator.publishing import Publisher
 from services.orchestrator.reads import Reads
 from services.orchestrator.runner.steps import Executor, SigningSecrets, StepRunner, Webhooks
 from services.orchestrator.runner.worker import Worker
+from services.orchestrator.sandbox import Sandbox
 from services.orchestrator.storage import SCHEMA
 
 MIGRATIONS = load_migrations(Path(__file__).parent / "storage" / "migrations")
@@ -90,6 +96,11 @@ def build_orchestrator(
             "eventflow.orchestrator.v1.DeadLetterService",
             DeadLetterServicer(DeadLetterQueue(pool, worker.notify)),
             instance_service_pb2_grpc.add_DeadLetterServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.orchestrator.v1.SandboxService",
+            SandboxServicer(Sandbox(pool)),
+            sandbox_service_pb2_grpc.add_SandboxServiceServicer_to_server,
         ),
     ]
     relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)

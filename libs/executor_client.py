@@ -11,6 +11,8 @@ from libs.internal_channel import InternalChannel
 # A compile of a hostile module may take the executor its full compile bound.
 VALIDATE_TIMEOUT_S = 30.0
 RUN_TIMEOUT_S = 30.0
+# Answered from the executor's in-memory catalog.
+RESOLVE_TIMEOUT_S = 10.0
 
 
 class ExecutorClient:
@@ -32,6 +34,9 @@ class ExecutorClient:
     async def execute(self, request: pb.ExecuteRequest, timeout_s: float) -> pb.RunResult:
         response = await self._stub().Execute(request, timeout=timeout_s)
         return response.result
+
+    async def resolve_action(self, request: pb.ResolveActionRequest) -> pb.ResolveActionResponse:
+        return await self._stub().ResolveAction(request, timeout=RESOLVE_TIMEOUT_S)
 
     async def close(self) -> None:
         await self._channel.close()

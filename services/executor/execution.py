@@ -1,4 +1,4 @@
-"""Execute, Simulate and ValidateModule: from a request to a typed RunResult.
+"""Execute, Simulate, ValidateModule and ResolveAction: from a request to a typed result.
 
 The envelope a guest receives is ``{payload, secrets, permissions, action}``.
 ``payload`` is spliced in verbatim (after checking it is a JSON object), and
@@ -98,6 +98,25 @@ class Execution:
             found.sha256,
         )
         return result
+
+    def resolve(self, request: pb.ResolveActionRequest) -> pb.ResolveActionResponse:
+        """What Execute would run for this action, from the same catalog; runs nothing."""
+        if not request.organization_id:
+            raise invalid_field("organization_id", "is required")
+        if not request.action:
+            raise invalid_field("action", "is required")
+        found = self._catalog.resolve(request.organization_id, request.action, request.version)
+        if isinstance(found, Refusal):
+            return pb.ResolveActionResponse(
+                runnable=False, refusal_reason=found.reason, refusal_message=found.message
+            )
+        return pb.ResolveActionResponse(
+            runnable=True,
+            action_id=found.action_id,
+            name=found.name,
+            version=found.version,
+            sha256=found.sha256,
+        )
 
     async def simulate(self, request: pb.SimulateRequest) -> pb.RunResult:
         """Any version, approved or not; only the secrets the request carries."""

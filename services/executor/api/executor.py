@@ -22,6 +22,12 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):
     async def Execute(self, request: pb.ExecuteRequest, context: Context) -> pb.ExecuteResponse:
         return pb.ExecuteResponse(result=await self._execution.execute(request))
 
+    @requires_service("orchestrator")
+    async def ResolveAction(
+        self, request: pb.ResolveActionRequest, context: Context
+    ) -> pb.ResolveActionResponse:
+        return self._execution.resolve(request)
+
     @requires_service("governance")
     async def ValidateModule(
         self, request: pb.ValidateModuleRequest, context: Context

@@ -144,6 +144,8 @@ class WorkflowCatalog:
             project_id=project_for(who, project_id, required=False),
             **filters,
         )
+        if where.environment == "sandbox":
+            await self._check_plan(where.organization_id, "sandbox")
         limit = page_size(size)
         cursor = decode_token(token, ("t", "id"))
         after = (cursor["t"], cursor["id"]) if cursor else None
@@ -273,6 +275,10 @@ class WorkflowCatalog:
         # Another project's workflow is reported exactly like a missing one.
         if row is None or (who.project_id and row.project_id != who.project_id):
             raise not_found("workflow", workflow_id)
+        # A downgrade to starter keeps sandbox workflows, but every call on
+        # one is refused until the plan has a sandbox again.
+        if row.draft["environment"] == "sandbox":
+            await self._check_plan(row.organization_id, "sandbox")
         return row
 
     async def _latest(self, conn: Conn, row: WorkflowRow) -> VersionRow | None:

@@ -13,7 +13,11 @@ from typing import Any, TypeVar
 
 import grpc
 from eventflow.governance.v1 import action_service_pb2_grpc
-from eventflow.orchestrator.v1 import event_service_pb2_grpc, instance_service_pb2_grpc
+from eventflow.orchestrator.v1 import (
+    event_service_pb2_grpc,
+    instance_service_pb2_grpc,
+    sandbox_service_pb2_grpc,
+)
 from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
 from eventflow.vault.v1 import (
     audit_service_pb2_grpc,
@@ -47,6 +51,7 @@ class Client:
         events: Any = None,
         instances: Any = None,
         dead_letters: Any = None,
+        sandbox: Any = None,
     ) -> None:
         self.workflows = workflows
         self.tenancy = tenancy
@@ -57,6 +62,7 @@ class Client:
         self.events = events
         self.instances = instances
         self.dead_letters = dead_letters
+        self.sandbox = sandbox
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
     def call(self, method: Callable[..., R], request: Any, timeout: float = DEADLINE_SECONDS) -> R:
@@ -77,6 +83,7 @@ def open_client(settings: Settings) -> Iterator[Client]:
             events=event_service_pb2_grpc.EventServiceStub(channel),
             instances=instance_service_pb2_grpc.InstanceServiceStub(channel),
             dead_letters=instance_service_pb2_grpc.DeadLetterServiceStub(channel),
+            sandbox=sandbox_service_pb2_grpc.SandboxServiceStub(channel),
         )
 
 

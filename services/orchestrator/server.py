@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from eventflow.orchestrator.v1 import (
     event_service_pb2_grpc,
     instance_service_pb2_grpc,
     sandbox_service_pb2_grpc,
+    test_run_service_pb2_grpc,
 )
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,6 +22,7 @@ from libs.server import ServiceBinding
 from services.orchestrator.api.events import EventServicer
 from services.orchestrator.api.instances import DeadLetterServicer, InstanceServicer
 from services.orchestrator.api.sandbox import SandboxServicer
+from services.orchestrator.api.test_runs import TestRunServicer
 from services.orchestrator.dlq import DeadLetterQueue
 from services.orchestrator.events.ingest import Ingest
 from services.orchestrator.events.registry_feeds import RegistryFeeds
@@ -28,7 +31,10 @@ from services.orchestrator.reads import Reads
 from services.orchestrator.runner.steps import Executor, SigningSecrets, StepRunner, Webhooks
 from services.orchestrator.runner.worker import Worker
 from services.orchestrator.sandbox import Sandbox
+from services.orchestrator.step_plan import ActionResolver, StepPlanner
 from services.orchestrator.storage import SCHEMA
+from services.orchestrator.test_runs import TestRuns
+from services.orchestrator.webhooks.egress import DEFAULT_POLICY, EgressPolicy
 
 MIGRATIONS = load_migrations(Path(__file__).parent / "storage" / "migrations")
 INGEST_GROUP = "orchestrator-ingest"
@@ -69,15 +75,20 @@ class Orchestrator:
         await self.relay.stop()
 
 
+class ExecutorCalls(Executor, ActionResolver, Protocol):
+    """The executor as the orchestrator uses it: run a step, or say what would run."""
+
+
 def build_orchestrator(
     pool: AsyncConnectionPool,
     bus: Bus,
-    executor: Executor,
+    executor: ExecutorCalls,
     webhooks: Webhooks,
     signing_secrets: SigningSecrets,
     *,
     concurrency: int = 16,
     outbox_poll_ms: int = 500,
+    egress: EgressPolicy = DEFAULT_POLICY,
 ) -> Orchestrator:
     worker = Worker(pool, StepRunner(executor, webhooks, signing_secrets), concurrency=concurrency)
     reads = Reads(pool)
@@ -101,6 +112,11 @@ def build_orchestrator(
             "eventflow.orchestrator.v1.SandboxService",
             SandboxServicer(Sandbox(pool)),
             sandbox_service_pb2_grpc.add_SandboxServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.orchestrator.v1.TestRunService",
+            TestRunServicer(TestRuns(pool, StepPlanner(executor, egress), worker.notify)),
+            test_run_service_pb2_grpc.add_TestRunServiceServicer_to_server,
         ),
     ]
     relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)

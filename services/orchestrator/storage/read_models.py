@@ -111,3 +111,31 @@ async def plans_for(conn: Conn, tenants: set[tuple[str, str]]) -> dict[tuple[str
     )
     rows = await cur.fetchall()
     return {(r["organization_id"], r["project_id"]): r["plan"] for r in rows}
+
+
+@dataclass(frozen=True)
+class WorkflowRecord:
+    """One workflow as the orchestrator knows it: published version and current draft."""
+
+    workflow_id: uuid.UUID
+    organization_id: str
+    project_id: str
+    environment: str
+    status: str
+    version: int | None
+    definition: dict[str, Any] | None
+    draft_definition: dict[str, Any] | None
+
+
+async def workflow_of(
+    conn: Conn, organization_id: str, workflow_id: uuid.UUID
+) -> WorkflowRecord | None:
+    """The organization's workflow with this id; another organization's is None."""
+    cur = await conn.execute(
+        "SELECT workflow_id, organization_id, project_id, environment, status, version,"
+        " definition, draft_definition FROM orchestrator.workflows"
+        " WHERE organization_id = %s AND workflow_id = %s",
+        (organization_id, workflow_id),
+    )
+    row = await cur.fetchone()
+    return WorkflowRecord(**row) if row else None

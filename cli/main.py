@@ -17,7 +17,18 @@ from typing import NoReturn, TextIO
 
 import grpc
 
-from cli import actions, admin, certs, dlq, events, instances, keyring, secrets, workflows
+from cli import (
+    actions,
+    admin,
+    certs,
+    dlq,
+    events,
+    instances,
+    keyring,
+    sandbox,
+    secrets,
+    workflows,
+)
 from cli.client import open_client
 from cli.context import Connect, Context
 from cli.errors import CommandError, print_rpc_error
@@ -54,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.register(commands, common)
     instances.register(commands, common)
     dlq.register(commands, common)
+    sandbox.register(commands, common)
     secrets.register(commands, common)
     keyring.register(admin_areas)
     certs.register(commands)

@@ -9,6 +9,7 @@ from typing import Protocol
 from eventflow.orchestrator.v1 import (
     event_service_pb2_grpc,
     instance_service_pb2_grpc,
+    projection_service_pb2_grpc,
     sandbox_service_pb2_grpc,
     test_run_service_pb2_grpc,
 )
@@ -21,11 +22,13 @@ from libs.outbox import OutboxRelay
 from libs.server import ServiceBinding
 from services.orchestrator.api.events import EventServicer
 from services.orchestrator.api.instances import DeadLetterServicer, InstanceServicer
+from services.orchestrator.api.projections import ProjectionServicer
 from services.orchestrator.api.sandbox import SandboxServicer
 from services.orchestrator.api.test_runs import TestRunServicer
 from services.orchestrator.dlq import DeadLetterQueue
 from services.orchestrator.events.ingest import Ingest
 from services.orchestrator.events.registry_feeds import RegistryFeeds
+from services.orchestrator.projections import Projections
 from services.orchestrator.publishing import Publisher
 from services.orchestrator.reads import Reads
 from services.orchestrator.runner.steps import Executor, SigningSecrets, StepRunner, Webhooks
@@ -112,6 +115,11 @@ def build_orchestrator(
             "eventflow.orchestrator.v1.SandboxService",
             SandboxServicer(Sandbox(pool)),
             sandbox_service_pb2_grpc.add_SandboxServiceServicer_to_server,
+        ),
+        ServiceBinding(
+            "eventflow.orchestrator.v1.ProjectionService",
+            ProjectionServicer(Projections(pool)),
+            projection_service_pb2_grpc.add_ProjectionServiceServicer_to_server,
         ),
         ServiceBinding(
             "eventflow.orchestrator.v1.TestRunService",

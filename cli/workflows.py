@@ -9,6 +9,7 @@ from typing import Any
 from eventflow.registry.v1 import workflow_service_pb2 as ws
 from google.protobuf import field_mask_pb2
 
+from cli import test_runs
 from cli import workflow_views as views
 from cli.client import ALL_PAGE_SIZE, collect_pages
 from cli.context import Context, Handler
@@ -218,6 +219,8 @@ def register(
     with_id("enable", _toggle("EnableWorkflow", ws.EnableWorkflowRequest), "paused -> active")
     with_id("disable", _toggle("DisableWorkflow", ws.DisableWorkflowRequest), "active -> paused")
     with_id("archive", _toggle("ArchiveWorkflow", ws.ArchiveWorkflowRequest), "archive for good")
+    p = with_id("test", test_runs.run, "try a workflow on a payload: --dry-run or --hot-run")
+    test_runs.register(p)
     with_id(
         "rotate-secret",
         rotate_secret,

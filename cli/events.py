@@ -13,11 +13,13 @@ import difflib
 import io
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 import grpc
 from eventflow.orchestrator.v1 import event_pb2
 from eventflow.orchestrator.v1 import event_service_pb2 as es
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from cli import orchestrator_views as views
 from cli.context import Context, Handler
@@ -338,8 +340,103 @@ def reactions(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ replay
+
+_AGO = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_time(text: str, option: str) -> Timestamp:
+    """ISO 8601 (UTC when no offset is given), or a span ago like 30m, 2h, 7d."""
+    ago = _AGO.fullmatch(text)
+    if ago:
+        when = datetime.now(UTC) - timedelta(**{_UNITS[ago[2]]: int(ago[1])})
+    else:
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise UsageError(
+                f"{option}: {text!r} is neither an ISO 8601 time nor a span like 30m, 2h, 7d"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+    stamp = Timestamp()
+    stamp.FromDatetime(when)
+    return stamp
+
+
+def replay(args: argparse.Namespace, ctx: Context) -> int:
+    ranged = args.type or args.since or args.until
+    if args.id and ranged:
+        raise UsageError("give an event ID or --type/--since/--until, not both")
+    if not args.id and not ranged:
+        raise UsageError("give an event ID, or --type and/or --since/--until to replay a range")
+    if args.id:
+        request = es.ReplayEventRequest(
+            event_id=args.id,
+            project_id=ctx.settings.project,
+            environment=args.env or "",
+            with_side_effects=args.with_side_effects,
+        )
+        with ctx.connect() as client:
+            response = client.call(client.events.ReplayEvent, request)
+        ctx.emit(response, lambda: _replayed_one(response))
+        return 0
+    return _replay_range(args, ctx)
+
+
+def _replayed_one(response: es.ReplayEventResponse) -> str:
+    if not response.instance_ids:
+        return f"replay {response.replay_id}: no active workflow matches this event's type"
+    started = "\n".join(f"  {i}" for i in response.instance_ids)
+    return (
+        f"replay {response.replay_id}: started {len(response.instance_ids)} instance(s)\n{started}"
+    )
+
+
+def _replay_range(args: argparse.Namespace, ctx: Context) -> int:
+    request = es.ReplayEventsRequest(
+        project_id=ctx.settings.project,
+        environment=args.env or "",
+        type=args.type or "",
+        with_side_effects=args.with_side_effects,
+    )
+    if args.since:
+        request.start_time.CopyFrom(parse_time(args.since, "--since"))
+    if args.until:
+        request.end_time.CopyFrom(parse_time(args.until, "--until"))
+    tty = _isatty(ctx.err)
+    last = es.ReplayEventsResponse()
+    with ctx.connect() as client:
+        # No deadline: a large range takes as long as it takes, and shows progress.
+        for update in client.call(client.events.ReplayEvents, request, timeout=None):
+            last = update
+            if not update.done:
+                text = f"replayed {update.replayed}/{update.matched} events…"
+                ctx.err.write(f"\r{text}" if tty else f"{text}\n")
+                ctx.err.flush()
+    if tty and last.replayed:
+        ctx.err.write("\n")
+    ctx.emit(
+        last,
+        lambda: (
+            f"replay {last.replay_id}: replayed {last.replayed} of {last.matched} events,"
+            f" started {last.instances_started} instance(s)"
+        ),
+    )
+    return 0
+
+
 # ------------------------------------------------------------------ parser
 
+
+REPLAY_EPILOG = (
+    "A replay starts new instances of every active workflow whose trigger is the event's "
+    "type. Custom actions run and projections are rewritten; webhooks are recorded as "
+    "step_skipped and not fired unless --with-side-effects is given; derived events are "
+    "replays too. Re-entry rules do not block a replay. A range replay goes oldest first "
+    "and prints progress; interrupting it keeps what was already replayed."
+)
 
 PUBLISH_EPILOG = (
     "A batch file (--file) holds one JSON object per line with the keys type and data "
@@ -378,6 +475,20 @@ def register(
     p.add_argument(
         "--file", metavar="FILE.jsonl", help="publish a batch, one event per line (- = stdin)"
     )
+
+    p = leaf(
+        "replay", replay, "re-run the workflows of one event, or of a range", epilog=REPLAY_EPILOG
+    )
+    p.add_argument("id", metavar="ID", nargs="?", help="the event to replay")
+    p.add_argument("--type", metavar="T", help="replay every event of this type")
+    p.add_argument(
+        "--since", metavar="TIME", help="received at or after (ISO 8601, or 30m, 2h, 7d ago)"
+    )
+    p.add_argument("--until", metavar="TIME", help="received before (default: now)")
+    p.add_argument(
+        "--with-side-effects", action="store_true", help="fire webhooks again (needs admin)"
+    )
+    env_option(p, "the events' environment (default: production)")
 
     for name, handler, help_ in (
         ("get", get, "show an event and its payload"),

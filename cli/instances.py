@@ -1,8 +1,9 @@
-"""``eventflow instances ...``: workflow runs and their logs (InstanceService)."""
+"""``eventflow instances ...``: workflow runs, their logs, pause/resume/cancel (InstanceService)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from eventflow.orchestrator.v1 import instance_service_pb2 as pb
 
@@ -50,11 +51,32 @@ def log(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def pause(args: argparse.Namespace, ctx: Context) -> int:
+    return _change(ctx, "PauseInstance", pb.PauseInstanceRequest(id=args.id))
+
+
+def resume(args: argparse.Namespace, ctx: Context) -> int:
+    return _change(ctx, "ResumeInstance", pb.ResumeInstanceRequest(id=args.id))
+
+
+def cancel(args: argparse.Namespace, ctx: Context) -> int:
+    return _change(ctx, "CancelInstance", pb.CancelInstanceRequest(id=args.id))
+
+
+def _change(ctx: Context, method: str, request: Any) -> int:
+    with ctx.connect() as client:
+        response = client.call(getattr(client.instances, method), request)
+    ctx.emit(response.instance, lambda: views.instance_detail(response.instance))
+    return 0
+
+
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     common: argparse.ArgumentParser,
 ) -> None:
-    group = commands.add_parser("instances", help="list workflow runs and read their logs")
+    group = commands.add_parser(
+        "instances", help="list workflow runs, read their logs, pause, resume or cancel them"
+    )
     sub = group.add_subparsers(dest="verb", metavar="COMMAND", required=True)
 
     def leaf(name: str, handler: Handler, help_: str) -> argparse.ArgumentParser:
@@ -71,3 +93,10 @@ def register(
     p.add_argument("id", metavar="ID", help="instance id")
     p = leaf("log", log, "show every state change of an instance, in order")
     p.add_argument("id", metavar="ID", help="instance id")
+    for name, handler, help_ in (
+        ("pause", pause, "hold an instance at its next step boundary (a running step finishes)"),
+        ("resume", resume, "continue a paused instance from where it held"),
+        ("cancel", cancel, "cancel an instance for good"),
+    ):
+        p = leaf(name, handler, help_)
+        p.add_argument("id", metavar="ID", help="instance id")

@@ -21,6 +21,7 @@ from cli import (
     actions,
     admin,
     certs,
+    control,
     dlq,
     events,
     instances,
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_areas = admin.register(commands)
     actions.register(commands)
     events.register(commands, common)
+    control.register(commands, common)
     instances.register(commands, common)
     dlq.register(commands, common)
     sandbox.register(commands, common)

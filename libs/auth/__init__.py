@@ -9,7 +9,7 @@ from libs.auth.keys import (
     new_api_key,
     parse_api_key,
 )
-from libs.auth.principal import Principal, Role, requires, requires_service
+from libs.auth.principal import Principal, Role, authorize, requires, requires_service
 
 __all__ = [
     "ApiKeySecret",
@@ -18,6 +18,7 @@ __all__ = [
     "KeyStore",
     "Principal",
     "Role",
+    "authorize",
     "current_principal",
     "hash_secret",
     "new_api_key",

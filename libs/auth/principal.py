@@ -67,20 +67,27 @@ def requires(role: Role) -> Callable[[F], F]:
     def decorate(method: F) -> F:
         @functools.wraps(method)
         async def wrapper(self: object, request: object, context: object) -> object:
-            principal = _current.get()
-            if principal is None:
-                raise unauthenticated("MISSING_CREDENTIALS", "an API key is required")
-            if principal.service is not None:
-                raise permission_denied(
-                    "SERVICE_NOT_ALLOWED", "tenant methods take an API key, not a service identity"
-                )
-            if principal.role < role:
-                raise permission_denied("ROLE_TOO_LOW", f"this call needs the {role.label} role")
+            authorize(role)
             return await method(self, request, context)
 
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def authorize(role: Role) -> Principal:
+    """The caller, if it holds at least ``role``: what ``requires`` checks, as a call
+    (streaming handlers are async generators, which the decorator cannot await)."""
+    principal = _current.get()
+    if principal is None:
+        raise unauthenticated("MISSING_CREDENTIALS", "an API key is required")
+    if principal.service is not None:
+        raise permission_denied(
+            "SERVICE_NOT_ALLOWED", "tenant methods take an API key, not a service identity"
+        )
+    if principal.role < role:
+        raise permission_denied("ROLE_TOO_LOW", f"this call needs the {role.label} role")
+    return principal
 
 
 def requires_service(*services: str) -> Callable[[F], F]:

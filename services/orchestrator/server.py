@@ -25,12 +25,14 @@ from services.orchestrator.api.instances import DeadLetterServicer, InstanceServ
 from services.orchestrator.api.projections import ProjectionServicer
 from services.orchestrator.api.sandbox import SandboxServicer
 from services.orchestrator.api.test_runs import TestRunServicer
+from services.orchestrator.control import Control
 from services.orchestrator.dlq import DeadLetterQueue
 from services.orchestrator.events.ingest import Ingest
 from services.orchestrator.events.registry_feeds import RegistryFeeds
 from services.orchestrator.projections import Projections
 from services.orchestrator.publishing import Publisher
 from services.orchestrator.reads import Reads
+from services.orchestrator.replay import Replays
 from services.orchestrator.runner.steps import Executor, SigningSecrets, StepRunner, Webhooks
 from services.orchestrator.runner.worker import Worker
 from services.orchestrator.sandbox import Sandbox
@@ -98,12 +100,12 @@ def build_orchestrator(
     bindings = [
         ServiceBinding(
             "eventflow.orchestrator.v1.EventService",
-            EventServicer(Publisher(pool, bus), reads),
+            EventServicer(Publisher(pool, bus), reads, Replays(pool, worker.notify)),
             event_service_pb2_grpc.add_EventServiceServicer_to_server,
         ),
         ServiceBinding(
             "eventflow.orchestrator.v1.InstanceService",
-            InstanceServicer(reads),
+            InstanceServicer(reads, Control(pool, worker.notify)),
             instance_service_pb2_grpc.add_InstanceServiceServicer_to_server,
         ),
         ServiceBinding(

@@ -40,6 +40,8 @@ class Receiver:
     secrets: dict[str, str] = field(default_factory=dict)  # path -> whsec_ secret
     script: dict[str, list[int]] = field(default_factory=dict)
     deliveries: list[Delivery] = field(default_factory=list)
+    # Seconds to wait before answering, per path: a step that is still running.
+    delays: dict[str, float] = field(default_factory=dict)
 
     def at(self, path: str) -> list[Delivery]:
         return [d for d in self.deliveries if d.path == path]
@@ -56,6 +58,7 @@ class Receiver:
             except Exception:
                 verified = False
         self.deliveries.append(Delivery(request.path, headers, json.loads(raw), verified))
+        await asyncio.sleep(self.delays.get(request.path, 0))
         statuses = self.script.get(request.path, [])
         status = statuses.pop(0) if statuses else 200
         retry_after = {"retry-after": "1"} if status == 503 else {}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
-from eventflow.orchestrator.v1 import event_pb2, instance_pb2
+from eventflow.orchestrator.v1 import event_pb2, instance_pb2, instance_service_pb2
 
 from libs.timestamps import timestamp
 from services.orchestrator.reads import ReactionView, output_json
 from services.orchestrator.storage.dead_letters import DeadLetterRow
 from services.orchestrator.storage.events import EventRow
+from services.orchestrator.storage.holds import HoldRow
 from services.orchestrator.storage.instances import InstanceRow, LogEntry
 
 
@@ -101,5 +102,15 @@ def dead_letter_proto(row: DeadLetterRow) -> instance_pb2.DeadLetter:
         error=row.error,
         status=row.status,
         redrive_instance_id=str(row.redrive_instance_id or ""),
+        create_time=timestamp(row.create_time),
+    )
+
+
+def hold_proto(row: HoldRow) -> instance_service_pb2.Hold:
+    return instance_service_pb2.Hold(
+        organization_id=row.organization_id,
+        project_id=row.project_id,
+        subject=row.subject,
+        scope=row.scope,
         create_time=timestamp(row.create_time),
     )

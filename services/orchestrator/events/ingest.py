@@ -103,14 +103,14 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
         conn,
         [
             instances.reentry_lock_key(w.workflow_id, subject)
-            for _, w, subject in plan
-            if subject is not None and _mode(w) != "always"
+            for e, w, subject in plan
+            if subject is not None and _reentry_applies(e, w)
         ],
     )
     started = 0
     now = datetime.now(UTC)
     for event, workflow, subject in plan:
-        if subject is not None and _mode(workflow) != "always":
+        if subject is not None and _reentry_applies(event, workflow):
             history = await instances.history(conn, workflow.workflow_id, subject)
             decision = reentry.decide(workflow.definition.get("reentry", {}), history, now)
             if not decision.allowed:
@@ -133,9 +133,16 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
             event_id=event.event_id,
             subject=subject,
             skip_side_effects=event.replay_skip_side_effects,
+            # Replayed runs stay out of re-entry history (instances.history).
+            run_key="replay" if event.replay_skip_side_effects else "",
         )
         started += created is not None
     return started
+
+
+def _reentry_applies(event: EventRow, workflow: RunnableWorkflow) -> bool:
+    # Re-entry never blocks a replay (SPEC §8), and derived replay events are replays.
+    return not event.replay_skip_side_effects and _mode(workflow) != "always"
 
 
 def _mode(workflow: RunnableWorkflow) -> str:

@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from libs.bus import Bus, Record, Subscription
 from libs.bus import topics as bus_topics
 from libs.db import transaction
-from services.orchestrator.storage import read_models
+from services.orchestrator.storage import instances, read_models
 
 WORKFLOWS_GROUP = "orchestrator-workflows"
 TENANTS_GROUP = "orchestrator-tenants"
@@ -65,6 +65,8 @@ class RegistryFeeds:
                     state.revision,
                     _normalized(draft),
                 )
+                if state.status == "active":
+                    await _resume_held_runs(conn, workflow_id)
 
     async def tenants(self, batch: Sequence[Record]) -> None:
         async with transaction(self._pool) as conn:
@@ -75,6 +77,18 @@ class RegistryFeeds:
                 await read_models.apply_tenant(
                     conn, state.organization_id, state.project_id, state.plan, state.revision
                 )
+
+
+async def _resume_held_runs(conn: read_models.Conn, workflow_id: uuid.UUID) -> None:
+    """Instances held because the workflow was disabled continue once it is enabled."""
+    await instances.transition_many(
+        conn,
+        "workflow_id = %s AND status = 'paused' AND pause_reason = 'workflow'",
+        (workflow_id,),
+        {"status": "running", "pause_reason": None},
+        "instance_resumed",
+        {"by": "workflow"},
+    )
 
 
 def _as_dict(definition: workflow_pb2.WorkflowDefinition) -> dict:

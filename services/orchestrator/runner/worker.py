@@ -31,7 +31,7 @@ from services.orchestrator.domain.outcomes import Outcome
 from services.orchestrator.domain.retry import may_retry, retry_delay
 from services.orchestrator.events.cloudevents import OutgoingEvent, encode_structured
 from services.orchestrator.runner.steps import StepContext, StepRunner
-from services.orchestrator.storage import SCHEMA, dead_letters, instances, projections
+from services.orchestrator.storage import SCHEMA, dead_letters, holds, instances, projections
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import Conn, EventRow
 from services.orchestrator.storage.instances import InstanceRow
@@ -151,7 +151,7 @@ class Worker:
             return await self._delay(claimed, index, step)
         async with transaction(self._pool) as conn:
             instance = await instances.lock_claimed(conn, claimed.id, self.name)
-            if instance is None:
+            if instance is None or not await self._may_start_step(conn, instance):
                 return None
             attempt = instance.attempt + 1
             await instances.append(conn, instance.id, "step_started", step=index, attempt=attempt)
@@ -180,7 +180,7 @@ class Worker:
     async def _delay(self, claimed: InstanceRow, index: int, step: dict) -> InstanceRow | None:
         async with transaction(self._pool) as conn:
             instance = await instances.lock_claimed(conn, claimed.id, self.name)
-            if instance is None:
+            if instance is None or not await self._may_start_step(conn, instance):
                 return None
             if instance.waiting:  # the timer fired
                 await instances.append(conn, instance.id, "wait_completed", step=index)
@@ -194,6 +194,26 @@ class Worker:
                 conn, instance.id, waiting=True, attempt=1, wake_time=wake, **_released()
             )
             return None
+
+    async def _may_start_step(self, conn: Conn, instance: InstanceRow) -> bool:
+        """The step boundary: a paused or held instance stops here, releasing its claim."""
+        if instance.status == "paused":
+            await instances.update(conn, instance.id, **_released())
+            return False
+        reason = await holds.holding(
+            conn,
+            instance.organization_id,
+            instance.project_id,
+            instance.subject,
+            instance.workflow_id,
+        )
+        if reason is None:
+            return True
+        await instances.append(conn, instance.id, "instance_paused", detail={"by": reason})
+        await instances.update(
+            conn, instance.id, status="paused", pause_reason=reason, **_released()
+        )
+        return False
 
     async def _record(
         self,
@@ -275,6 +295,7 @@ class Worker:
                 conn,
                 instance.id,
                 status="completed",
+                pause_reason=None,
                 next_step=following,
                 attempt=0,
                 waiting=False,
@@ -307,7 +328,7 @@ class Worker:
             conn, instance.id, "step_failed", step=index, attempt=attempt, detail=detail
         )
         await instances.append(conn, instance.id, "instance_failed", detail=detail)
-        await instances.update(conn, instance.id, status="failed", **_released())
+        await instances.update(conn, instance.id, status="failed", pause_reason=None, **_released())
         letter = await dead_letters.insert(
             conn,
             organization_id=instance.organization_id,
@@ -379,7 +400,8 @@ def derived_event(
         ).encode(),
         time=_now(),
         environment=instance.environment,
-        replay_skip_side_effects=cause.replay_skip_side_effects,
+        # A replay's derived events are replays too (SPEC §8).
+        replay_skip_side_effects=instance.skip_side_effects or cause.replay_skip_side_effects,
         causation_id=cause.event_id,
         correlation_id=cause.correlation_id or cause.event_id,
         depth=cause.depth + 1,

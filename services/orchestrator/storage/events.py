@@ -127,3 +127,68 @@ async def quarantine_count(conn: Conn) -> int:
     cur = await conn.execute("SELECT count(*) AS n FROM orchestrator.quarantine")
     row = await cur.fetchone()
     return int(row["n"]) if row else 0
+
+
+@dataclass(frozen=True)
+class ReplaySelection:
+    """Stored events of one project and environment, by type and/or receive time."""
+
+    organization_id: str
+    project_id: str
+    environment: str
+    type: str | None
+    since: datetime | None
+    until: datetime
+
+    def where(self, alias: str) -> tuple[str, list[Any]]:
+        clauses = [
+            f"{alias}.organization_id = %s",
+            f"{alias}.project_id = %s",
+            f"{alias}.environment = %s",
+            f"{alias}.receive_time < %s",
+        ]
+        params: list[Any] = [self.organization_id, self.project_id, self.environment, self.until]
+        if self.type:
+            clauses.append(f"{alias}.type = %s")
+            params.append(self.type)
+        if self.since:
+            clauses.append(f"{alias}.receive_time >= %s")
+            params.append(self.since)
+        return " AND ".join(clauses), params
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """Selected events, less derived ones whose cause is selected too: replaying
+        the cause derives them again, so replaying both would run them twice."""
+        mine, params = self.where("e")
+        cause, cause_params = self.where("c")
+        return (
+            f"{mine} AND NOT (e.depth > 0 AND EXISTS (SELECT 1 FROM orchestrator.events c"
+            f" WHERE c.event_id = e.causation_id AND {cause}))",
+            params + cause_params,
+        )
+
+
+async def count_selected(conn: Conn, selection: ReplaySelection) -> int:
+    where, params = selection.sql()
+    cur = await conn.execute(
+        f"SELECT count(*) AS n FROM orchestrator.events e WHERE {where}", params
+    )
+    row = await cur.fetchone()
+    return int(row["n"]) if row else 0
+
+
+async def page_selected(
+    conn: Conn, selection: ReplaySelection, after: tuple[datetime, uuid.UUID] | None, limit: int
+) -> list[EventRow]:
+    """The next page, oldest first."""
+    where, params = selection.sql()
+    if after is not None:
+        where += " AND (e.receive_time, e.id) > (%s, %s)"
+        params = [*params, *after]
+    columns = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+    cur = await conn.execute(
+        f"SELECT {columns} FROM orchestrator.events e WHERE {where}"
+        " ORDER BY e.receive_time, e.id LIMIT %s",
+        (*params, limit),
+    )
+    return [EventRow(**r) for r in await cur.fetchall()]

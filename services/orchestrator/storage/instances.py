@@ -184,10 +184,14 @@ async def release_claims(conn: Conn, holders: list[str]) -> int:
 
 
 async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> InstanceRow | None:
-    """The instance, locked, if this worker still holds its claim (else someone took over)."""
+    """The instance, locked, if this worker still holds its claim (else someone took over).
+
+    A paused instance is still returned: the step it was running finishes
+    and its outcome is kept; the worker then holds it at the boundary.
+    """
     cur = await conn.execute(
         "SELECT * FROM orchestrator.instances WHERE id = %s AND claimed_by = %s"
-        " AND status = 'running' FOR UPDATE",
+        " AND status IN ('running', 'paused') FOR UPDATE",
         (instance_id, worker),
     )
     row = await cur.fetchone()
@@ -255,3 +259,43 @@ async def log(conn: Conn, instance_id: uuid.UUID) -> list[LogEntry]:
         (instance_id,),
     )
     return [LogEntry(**r) for r in await cur.fetchall()]
+
+
+async def lock(conn: Conn, organization_id: str, instance_id: uuid.UUID) -> InstanceRow | None:
+    cur = await conn.execute(
+        "SELECT * FROM orchestrator.instances WHERE organization_id = %s AND id = %s FOR UPDATE",
+        (organization_id, instance_id),
+    )
+    row = await cur.fetchone()
+    return InstanceRow(**row) if row else None
+
+
+async def transition_many(
+    conn: Conn,
+    where: str,
+    params: tuple[Any, ...],
+    changes: dict[str, Any],
+    kind: str,
+    detail: dict[str, Any],
+) -> list[uuid.UUID]:
+    """Change every instance matching ``where`` and log ``kind`` for each.
+
+    Two statements on purpose: the UPDATE locks the rows first, so the log
+    insert's fresh snapshot sees every position a worker wrote before it.
+    """
+    sets = "".join(f"{column} = %s, " for column in changes)
+    cur = await conn.execute(
+        f"UPDATE orchestrator.instances SET {sets}update_time = now() WHERE {where} RETURNING id",
+        (*changes.values(), *params),
+    )
+    ids = [row["id"] for row in await cur.fetchall()]
+    if ids:
+        await conn.execute(
+            "INSERT INTO orchestrator.instance_log (instance_id, position, kind, detail)"
+            " SELECT changed.id, coalesce(max(log.position), 0) + 1, %s, %s"
+            " FROM unnest(%s::uuid[]) AS changed(id)"
+            " LEFT JOIN orchestrator.instance_log log ON log.instance_id = changed.id"
+            " GROUP BY changed.id",
+            (kind, Jsonb(detail), ids),
+        )
+    return ids

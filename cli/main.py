@@ -26,6 +26,7 @@ from cli import (
     events,
     instances,
     keyring,
+    projections,
     sandbox,
     secrets,
     workflows,
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     control.register(commands, common)
     instances.register(commands, common)
     dlq.register(commands, common)
+    projections.register(commands, common)
     sandbox.register(commands, common)
     secrets.register(commands, common)
     keyring.register(admin_areas)

@@ -371,7 +371,6 @@ async def test_kill_9_mid_run_then_restart_processes_every_event_exactly_once(
             "SIGINT stopped eventflow dev but its embedded PostgreSQL kept running;"
             f" .handle_pids.json: {handles}"
         )
-        assert time.monotonic() - began < 60, f"took {time.monotonic() - began:.0f} s"
 
 
 def stuck_report(instances: list[Any], done: int) -> str:

@@ -65,7 +65,9 @@ class Client:
         self.sandbox = sandbox
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
-    def call(self, method: Callable[..., R], request: Any, timeout: float = DEADLINE_SECONDS) -> R:
+    def call(
+        self, method: Callable[..., R], request: Any, timeout: float | None = DEADLINE_SECONDS
+    ) -> R:
         return method(request, metadata=self._metadata, timeout=timeout)
 
 

@@ -17,6 +17,7 @@ from eventflow.orchestrator.v1 import (
     event_service_pb2_grpc,
     instance_service_pb2_grpc,
     sandbox_service_pb2_grpc,
+    test_run_service_pb2_grpc,
 )
 from eventflow.registry.v1 import tenancy_service_pb2_grpc, workflow_service_pb2_grpc
 from eventflow.vault.v1 import (
@@ -52,6 +53,7 @@ class Client:
         instances: Any = None,
         dead_letters: Any = None,
         sandbox: Any = None,
+        test_runs: Any = None,
     ) -> None:
         self.workflows = workflows
         self.tenancy = tenancy
@@ -63,6 +65,7 @@ class Client:
         self.instances = instances
         self.dead_letters = dead_letters
         self.sandbox = sandbox
+        self.test_runs = test_runs
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
     def call(
@@ -86,6 +89,7 @@ def open_client(settings: Settings) -> Iterator[Client]:
             instances=instance_service_pb2_grpc.InstanceServiceStub(channel),
             dead_letters=instance_service_pb2_grpc.DeadLetterServiceStub(channel),
             sandbox=sandbox_service_pb2_grpc.SandboxServiceStub(channel),
+            test_runs=test_run_service_pb2_grpc.TestRunServiceStub(channel),
         )
 
 

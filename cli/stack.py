@@ -163,7 +163,8 @@ class Stack:
         if "orchestrator" in services:
             to_executor = ExecutorClient(target(settings.executor_address), certs("orchestrator"))
             exit_stack.push_async_callback(to_executor.close)
-            webhooks = WebhookClient(EgressPolicy(allow_private=settings.webhooks_allow_private))
+            egress = EgressPolicy(allow_private=settings.webhooks_allow_private)
+            webhooks = WebhookClient(egress)
             exit_stack.push_async_callback(webhooks.close)
             signing = WebhookSecrets(target(settings.registry_address), certs("orchestrator"))
             exit_stack.push_async_callback(signing.close)
@@ -175,6 +176,7 @@ class Stack:
                 signing,
                 concurrency=settings.orchestrator_concurrency,
                 outbox_poll_ms=settings.outbox_poll_ms,
+                egress=egress,
             )
             bindings += orchestrator.bindings
         if keys is None:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--wait follows a hot run's instance; use it with --hot-run")
     payload = load_payload(args.payload, ctx)
     with ctx.connect() as client:
-        stub = _test_runs(client)
+        stub = client.test_runs
         if not args.hot_run:
             request = pb.DryRunWorkflowRequest(
                 workflow_id=args.id, draft=args.draft, payload_json=payload
@@ -61,14 +61,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise CommandError(f"instance {instance.id} still {instance.status} after {args.timeout} s")
     # A script waiting on a hot run learns from the exit code whether it passed.
     return 0 if instance.status == "completed" else 1
-
-
-def _test_runs(client: Client) -> Any:
-    # The shared Client gains a `test_runs` stub alongside the others.
-    stub = getattr(client, "test_runs", None)
-    if stub is None:
-        raise CommandError("this CLI build has no TestRunService client")
-    return stub
 
 
 def _follow(client: Client, instance_id: str, timeout_s: int) -> Any:

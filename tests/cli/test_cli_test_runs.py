@@ -30,18 +30,12 @@ INSTANCE = "9e1a0000-0000-4000-8000-000000000002"
 METADATA = "http://169.254.169.254/latest"
 
 
-class ClientWithTestRuns(Client):
-    def __init__(self, test_runs: Any, instances: Any, api_key: str) -> None:
-        super().__init__(FakeStub({}), FakeStub({}), api_key, instances=instances)
-        self.test_runs = test_runs
-
-
 def run_cli(argv: list[str], stub: FakeStub, *, cwd: Path, stdin: str = "") -> Result:
     """``stub`` answers for TestRunService and InstanceService."""
 
     @contextmanager
     def connect(settings: Settings) -> Iterator[Client]:
-        yield ClientWithTestRuns(stub, stub, settings.api_key)
+        yield Client(FakeStub({}), FakeStub({}), settings.api_key, instances=stub, test_runs=stub)
 
     out, err = io.StringIO(), io.StringIO()
     code = cli_main.run(

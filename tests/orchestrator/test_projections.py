@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 from aiokafka import AIOKafkaProducer
+from eventflow.orchestrator.v1 import event_service_pb2 as ev
 from eventflow.orchestrator.v1 import instance_service_pb2 as inst
 from eventflow.orchestrator.v1 import projection_service_pb2 as pb
 from eventflow.orchestrator.v1 import projection_service_pb2_grpc as pb_grpc
@@ -27,6 +28,7 @@ from libs.db import open_pool, transaction
 from libs.pagination import encode_token
 from services.orchestrator.storage import projections as store
 from services.orchestrator.storage.instances import InstanceRow
+from services.orchestrator.storage.sandbox import delete_sandbox
 from tests.conftest import Tenant, make_tenant
 from tests.integration.helpers import rpc_error, violation_fields
 from tests.orchestrator.conftest import (
@@ -260,6 +262,38 @@ async def test_a_redrive_of_the_same_event_rewrites_its_appended_row(
     assert after.last_instance_id == redriven.instance_id
 
 
+async def test_a_replay_is_a_marked_write_and_rewrites_the_appended_row(
+    tenant: Tenant, producer: AIOKafkaProducer
+) -> None:
+    keyed = await approved(tenant, {"projection": ORDER})
+    audit = await approved(tenant, {"projection": {"name": "audit", "status": "seen"}})
+    event_type = trigger()
+    await create_and_publish(
+        tenant,
+        event_type,
+        [wf.Step(type="custom_action", action=keyed), wf.Step(type="custom_action", action=audit)],
+    )
+    o = Orchestrated(tenant)
+    await live(o, event_type, producer)
+    event_id = await send_structured(producer, tenant, event_type, {})
+    [original] = await o.settled(event_id)
+    replayed = await o.events.ReplayEvent(
+        ev.ReplayEventRequest(event_id=event_id, project_id=tenant.project), metadata=o.md
+    )
+    [replay_instance] = replayed.instance_ids
+    await o.settled(event_id, count=2)
+
+    key = {"name": "orders", "entity_type": "order", "entity_id": "7"}
+    history = await Reader(tenant).history(**key)
+    mine = [(w.instance_id, w.replay) for w in history.writes if w.event_id == event_id]
+    assert mine == [(replay_instance, True), (original.instance_id, False)]
+    listed = await Reader(tenant).list(name="orders")
+    assert len(listed.projections) == 1
+    appended = await Reader(tenant).list(name="audit", page_size=200)
+    [row] = [p for p in appended.projections if p.last_event_id == event_id]
+    assert row.last_instance_id == replay_instance
+
+
 # ---------------------------------------------------------------- storage
 
 
@@ -305,6 +339,23 @@ async def test_a_write_of_an_instance_that_skips_side_effects_is_marked_a_replay
         history = await store.history_page(conn, projection, None, 10)
     assert [(w.status, w.replay) for w in history] == [("paid", True), ("new", False)]
     assert history[0].event_id == replayed.event_id
+
+
+async def test_a_sandbox_reset_takes_the_history_with_the_projection(
+    tenant: Tenant, pool: AsyncConnectionPool
+) -> None:
+    key = {"name": "orders", "entity_type": "order", "entity_id": "r-1"}
+    sandbox = await write(pool, an_instance(tenant, environment="sandbox"), key)
+    production = await write(pool, an_instance(tenant), key)
+    async with transaction(pool) as conn:
+        await delete_sandbox(conn, tenant.org, tenant.project)
+        cur = await conn.execute(
+            "SELECT projection, count(*) AS n FROM orchestrator.projection_writes"
+            " WHERE projection = ANY(%s) GROUP BY projection",
+            ([sandbox, production],),
+        )
+        left = {r["projection"]: r["n"] for r in await cur.fetchall()}
+    assert left == {production: 1}
 
 
 # ------------------------------------------------------------------ reads

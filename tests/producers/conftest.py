@@ -62,11 +62,12 @@ class ExampleProducer:
 
 
 @pytest.fixture(params=["python", "go"])
-def example_producer(request: pytest.FixtureRequest, kafka_bootstrap: str) -> ExampleProducer:
+async def example_producer(request: pytest.FixtureRequest, kafka_bootstrap: str) -> ExampleProducer:
     if request.param == "python":
         command: tuple[str, ...] = (sys.executable, str(PYTHON_PRODUCER))
     else:
-        command = (str(go_producer()),)
+        # In a thread: the stack shares this event loop and must keep serving meanwhile.
+        command = (str(await asyncio.to_thread(go_producer)),)
     return ExampleProducer(request.param, command, kafka_bootstrap)
 
 

@@ -6,7 +6,7 @@ GEN    := libs/gen
 PROTOS := $(shell find protos -name '*.proto')
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test proto lint typecheck bench clean kafka-fetch
+.PHONY: run test proto lint typecheck bench clean kafka-fetch clients
 
 run: $(STAMP) $(GEN)/.stamp
 	$(BIN)/eventflow dev
@@ -35,6 +35,10 @@ $(GEN)/.stamp: $(STAMP) $(PROTOS) libs/protogen.py
 # Benchmarks print tables; they are run on demand, never by `make test`.
 bench: $(STAMP) $(GEN)/.stamp
 	$(BIN)/python -m bench
+
+# Go and TypeScript clients from protos/ into clients/go and clients/ts (see clients/README.md).
+clients: $(STAMP)
+	$(BIN)/python -m tests.harness.clients
 
 kafka-fetch: $(STAMP)
 	$(BIN)/python -m tests.harness.kafka_broker fetch

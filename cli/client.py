@@ -16,6 +16,7 @@ from eventflow.governance.v1 import action_service_pb2_grpc
 from eventflow.orchestrator.v1 import (
     event_service_pb2_grpc,
     instance_service_pb2_grpc,
+    projection_service_pb2_grpc,
     sandbox_service_pb2_grpc,
     test_run_service_pb2_grpc,
 )
@@ -54,6 +55,7 @@ class Client:
         dead_letters: Any = None,
         sandbox: Any = None,
         test_runs: Any = None,
+        projections: Any = None,
     ) -> None:
         self.workflows = workflows
         self.tenancy = tenancy
@@ -66,6 +68,7 @@ class Client:
         self.dead_letters = dead_letters
         self.sandbox = sandbox
         self.test_runs = test_runs
+        self.projections = projections
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
 
     def call(
@@ -90,6 +93,7 @@ def open_client(settings: Settings) -> Iterator[Client]:
             dead_letters=instance_service_pb2_grpc.DeadLetterServiceStub(channel),
             sandbox=sandbox_service_pb2_grpc.SandboxServiceStub(channel),
             test_runs=test_run_service_pb2_grpc.TestRunServiceStub(channel),
+            projections=projection_service_pb2_grpc.ProjectionServiceStub(channel),
         )
 
 

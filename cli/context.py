@@ -16,7 +16,8 @@ from typing import Any, TextIO
 from google.protobuf.message import Message
 
 from cli.client import Client
-from cli.output import print_json
+from cli.errors import CommandError
+from cli.output import primary_ids, print_json
 from cli.profile import Settings
 
 Connect = Callable[[Settings], AbstractContextManager[Client]]
@@ -38,9 +39,15 @@ class Context:
         return self.settings.output == "json"
 
     def emit(self, message: Message, table: Callable[[], str]) -> None:
-        """Print ``message`` as JSON or, in table mode, the text ``table()`` builds."""
+        """Print ``message`` as JSON, its id(s), or the text ``table()`` builds."""
         if self.json:
             print_json(message, self.out)
+        elif self.settings.output == "id":
+            ids = primary_ids(message)
+            if not ids and message.ListFields():
+                raise CommandError("this command's result has no id; use -o json or -o table")
+            for ident in ids:
+                print(ident, file=self.out)
         else:
             print(table(), file=self.out)
 

@@ -13,6 +13,7 @@ import difflib
 import io
 import json
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
@@ -23,11 +24,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cli import orchestrator_views as views
 from cli.context import Context, Handler
-from cli.errors import UsageError, print_rpc_error
+from cli.errors import CommandError, UsageError, print_rpc_error
+from cli.options import positive_int
 
 # PublishBatch takes at most this many events per call.
 BATCH_SIZE = 500
 MAX_DATA_BYTES = 1024 * 1024
+TERMINAL = ("completed", "failed", "canceled")
+WAIT_POLL_S = 0.5
 ENVIRONMENTS = ("production", "sandbox")
 # SPEC §3: event types are the producer's own names in this alphabet.
 EVENT_TYPE = re.compile(r"[a-z0-9_.\-]{1,120}")
@@ -336,8 +340,21 @@ def reactions(args: argparse.Namespace, ctx: Context) -> int:
     )
     with ctx.connect() as client:
         response = client.call(client.events.ListEventReactions, request)
+        deadline = time.monotonic() + args.timeout
+        while args.wait and not _settled(response) and time.monotonic() < deadline:
+            time.sleep(WAIT_POLL_S)
+            response = client.call(client.events.ListEventReactions, request)
     ctx.emit(response, lambda: views.reactions(response.reactions))
+    if args.wait and not _settled(response):
+        raise CommandError(f"event {args.id}: reactions still running after {args.timeout} s")
     return 0
+
+
+def _settled(response: es.ListEventReactionsResponse) -> bool:
+    """At least one reaction, and every instance completed, failed or canceled."""
+    return bool(response.reactions) and all(
+        r.instance_status in TERMINAL for r in response.reactions
+    )
 
 
 # ------------------------------------------------------------------ replay
@@ -497,3 +514,7 @@ def register(
         p = leaf(name, handler, help_)
         p.add_argument("id", metavar="ID", help="event id")
         env_option(p, "the event's environment (default: production)")
+    p.add_argument("--wait", action="store_true", help="wait until every reaction has finished")
+    p.add_argument(
+        "--timeout", type=positive_int, default=60, metavar="S", help="--wait gives up after S s"
+    )

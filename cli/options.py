@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-OUTPUTS = ("table", "json")
+OUTPUTS = ("table", "json", "id")
 
 
 def connection_options(*, with_project: bool = True) -> argparse.ArgumentParser:
@@ -35,8 +35,9 @@ def connection_options(*, with_project: bool = True) -> argparse.ArgumentParser:
             help="project (env EVENTFLOW_PROJECT; default: dev profile, else the key's project)",
         )  # fmt: skip
     group.add_argument(
-        "-o", "--output", choices=OUTPUTS, default=hide, help="output format (default: table)"
-    )
+        "-o", "--output", choices=OUTPUTS, default=hide,
+        help="output format (default: table; id: just the id, for scripts)",
+    )  # fmt: skip
     return parent
 
 

@@ -73,3 +73,30 @@ def duration(ms: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts) or "0s"
+
+
+# `-o id` prints what the next command needs, first match wins: a new API
+# key's secret (its only use is as a credential), else the resource's id.
+ID_FIELDS = ("secret", "id", "event_id", "instance_id", "replay_id")
+
+
+def primary_ids(message: Message) -> list[str]:
+    """The identifiers ``-o id`` prints: the message's own, or each listed item's."""
+    fields = message.DESCRIPTOR.fields_by_name
+    for name in ID_FIELDS:
+        if name in fields and isinstance(getattr(message, name), str) and getattr(message, name):
+            return [getattr(message, name)]
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.is_repeated:
+            if field.type == field.TYPE_STRING and field.name.endswith("_ids") and value:
+                return list(value)
+            if field.type == field.TYPE_MESSAGE and value:
+                return [ids[0] for item in value if (ids := primary_ids(item))]
+        elif (
+            field.type == field.TYPE_MESSAGE
+            and message.HasField(field.name)
+            and (ids := primary_ids(value))
+        ):
+            return ids
+    return []

@@ -7,14 +7,12 @@ every write to one, with the event and instance that made it.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from eventflow.orchestrator.v1 import projection_service_pb2 as pb
 
 from cli import projection_views as views
-from cli.client import Client, collect_pages
+from cli.client import collect_pages
 from cli.context import Context, Handler
-from cli.errors import CommandError
 from cli.options import add_paging, requested_page_size
 
 ENVIRONMENTS = ("production", "sandbox")
@@ -30,7 +28,7 @@ def get(args: argparse.Namespace, ctx: Context) -> int:
         entity_id=args.id,
     )
     with ctx.connect() as client:
-        response = client.call(_projections(client).GetProjection, request)
+        response = client.call(client.projections.GetProjection, request)
     ctx.emit(response.projection, lambda: views.projection_detail(response.projection))
     return 0
 
@@ -48,7 +46,7 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
                 page_size=requested_page_size(args),
                 page_token=token,
             )
-            return client.call(_projections(client).ListProjections, request)
+            return client.call(client.projections.ListProjections, request)
 
         response = collect_pages(fetch, lambda r: r.projections, args.page_token, args.all)
     ctx.emit(response, lambda: views.projection_list(response.projections))
@@ -71,7 +69,7 @@ def history(args: argparse.Namespace, ctx: Context) -> int:
                 page_size=requested_page_size(args),
                 page_token=token,
             )
-            return client.call(_projections(client).ListProjectionHistory, request)
+            return client.call(client.projections.ListProjectionHistory, request)
 
         response = collect_pages(fetch, lambda r: r.writes, args.page_token, args.all)
     ctx.emit(response, lambda: views.write_list(response.writes))
@@ -79,14 +77,6 @@ def history(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(CUT_NOTE)
     ctx.more_hint(response)
     return 0
-
-
-def _projections(client: Client) -> Any:
-    # The shared Client gains a `projections` stub alongside the others.
-    stub = getattr(client, "projections", None)
-    if stub is None:
-        raise CommandError("this CLI build has no ProjectionService client")
-    return stub
 
 
 def register(

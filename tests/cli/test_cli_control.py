@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from eventflow.orchestrator.v1 import event_pb2
 from eventflow.orchestrator.v1 import event_service_pb2 as es
 from eventflow.orchestrator.v1 import instance_service_pb2 as ins
 
@@ -189,3 +190,46 @@ def test_org_stop_denied_is_reported(tmp_path: Path) -> None:
     result = run_cli(["pause", "--org"], FakeStub({"PauseInstances": denied}), cwd=tmp_path)
     assert result.code == 1
     assert result.err == "error: ROLE_TOO_LOW: organization scope needs the admin role\n"
+
+
+def test_reactions_wait_polls_until_every_run_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cli.events.WAIT_POLL_S", 0)
+
+    def reactions(*statuses: str) -> es.ListEventReactionsResponse:
+        return es.ListEventReactionsResponse(
+            reactions=[
+                event_pb2.Reaction(instance_id=f"in-{s}", instance_status=s) for s in statuses
+            ]
+        )
+
+    stub = FakeStub(
+        {
+            "ListEventReactions": [
+                reactions(),
+                reactions("running"),
+                reactions("failed", "running"),
+                reactions("failed", "completed"),
+            ]
+        }
+    )
+    result = run_cli(["events", "reactions", EVENT_ID, "--wait"], stub, cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert len(stub.requests("ListEventReactions")) == 4
+    assert "completed" in result.out
+
+
+def test_reactions_wait_gives_up_with_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cli.events.WAIT_POLL_S", 0.3)
+    running = es.ListEventReactionsResponse(
+        reactions=[event_pb2.Reaction(instance_id="in-1", instance_status="running")]
+    )
+    stub = FakeStub({"ListEventReactions": lambda request: running})
+    result = run_cli(
+        ["events", "reactions", EVENT_ID, "--wait", "--timeout", "1"], stub, cwd=tmp_path
+    )
+    assert result.code == 1
+    assert "still running after 1 s" in result.err

@@ -867,6 +867,12 @@ def test_each_group_calls_its_own_service(tmp_path: Path) -> None:
         ["events", "publish", "--type", "a", "--data", "{}"],
         ["instances", "log", "i"],
         ["dlq", "show", "d"],
+        ["projections", "get", "o", "t", "1"],
+        ["workflows", "test", "w", "--payload", "{}", "--dry-run"],
+        ["sandbox", "reset", "--yes"],
+        ["events", "replay", "e"],
+        ["pause", "--project"],
+        ["instances", "pause", "i"],
     ],
 )
 def test_the_real_client_has_the_orchestrator_stubs(argv: list[str], tmp_path: Path) -> None:

@@ -35,20 +35,12 @@ EVENT_ID = "0b6c0000-0000-4000-8000-0000000000e1"
 CUT_NOTE = "note: long data is cut short; --output json shows it whole\n"
 
 
-class ProjectionsClient(Client):
-    """The shared Client with a ProjectionService stub."""
-
-    def __init__(self, api_key: str, projections: FakeStub) -> None:
-        super().__init__(FakeStub({}), FakeStub({}), api_key)
-        self.projections = projections
-
-
 def run_cli(argv: list[str], stub: FakeStub | None = None, *, cwd: Path) -> Result:
     stub = stub or FakeStub({})
 
     @contextmanager
     def connect(settings: Settings) -> Iterator[Client]:
-        yield ProjectionsClient(settings.api_key, stub)
+        yield Client(FakeStub({}), FakeStub({}), settings.api_key, projections=stub)
 
     out, err = io.StringIO(), io.StringIO()
     code = cli_main.run(

@@ -26,6 +26,7 @@ from cli import (
     events,
     instances,
     keyring,
+    migrate,
     projections,
     sandbox,
     secrets,
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     secrets.register(commands, common)
     keyring.register(admin_areas)
     certs.register(commands)
+    migrate.register(commands)
 
     dev = commands.add_parser("dev", help="run the embedded dev stack (all services, one port)")
     dev.set_defaults(stack="dev")

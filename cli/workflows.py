@@ -41,7 +41,9 @@ def create(args: argparse.Namespace, ctx: Context) -> int:
     workflow, secret = response.workflow, response.webhook_signing_secret
     if not secret:  # a server from before signing secrets
         return _show(ctx, workflow)
-    if ctx.json:
+    if ctx.settings.output == "id":
+        print(workflow.id, file=ctx.out)
+    elif ctx.json:
         # The workflow as `get` prints it, plus the secret: scripts reading
         # `.id` keep working and find the secret beside it.
         shown = {**to_dict(workflow), "webhook_signing_secret": secret}

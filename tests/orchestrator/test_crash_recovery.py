@@ -113,8 +113,9 @@ async def slow_receiver() -> AsyncIterator[SlowReceiver]:
 class DevProcess:
     """`python -m cli.main dev` as a child process; its output is drained continuously."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.env = env
+        self.cwd = cwd
         self.process: asyncio.subprocess.Process | None = None
         self.output = ""
         self._drain: asyncio.Task[None] | None = None
@@ -132,7 +133,7 @@ class DevProcess:
             "-m",
             "cli.main",
             "dev",
-            cwd=ROOT,
+            cwd=self.cwd,
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,

@@ -183,7 +183,7 @@ func send(brokers []string, record *kgo.Record) error {
 		// key on one partition. Acks from all replicas and idempotent writes are its
 		// defaults, so a retried send is written once.
 		kgo.ProducerBatchMaxBytes(2<<20), // up to 1 MiB of data plus the envelope
-		// eventflow reads uncompressed and gzip batches only; franz-go's default is snappy.
+		// Any codec works; gzip is chosen explicitly (franz-go's default is snappy).
 		kgo.ProducerBatchCompression(kgo.GzipCompression()),
 	)
 	if err != nil {

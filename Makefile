@@ -51,4 +51,4 @@ typecheck: $(STAMP) $(GEN)/.stamp
 	$(BIN)/mypy libs services cli tests
 
 clean:
-	rm -rf $(VENV) $(GEN) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(GEN) .pytest_cache .mypy_cache .ruff_cache clients/go/eventflow clients/ts

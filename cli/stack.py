@@ -36,6 +36,7 @@ from libs.executor_client import ExecutorClient
 from libs.governance_client import ModuleClient
 from libs.identity import STACK, ServiceCertificates, create_dev_pki
 from libs.key_client import RemoteKeyStore
+from libs.logs import configure_logging
 from libs.processes import pid_running
 from libs.registry_client import WebhookSecrets
 from libs.server import RunningServer, ServiceBinding, start_server
@@ -247,7 +248,8 @@ def run_serve(service: str, config: Path | None) -> int:
     if not settings.database_url:
         print("error: EVENTFLOW_DATABASE_URL is required for `eventflow serve`", file=sys.stderr)
         return 2
-    _configure_logging(settings)
+    # Production logs go to collectors: JSON lines carrying trace ids.
+    configure_logging(settings.log_level, settings.log_format or "json", f"eventflow-{service}")
     setup_telemetry(f"eventflow-{service}", settings.telemetry_exporter or "none")
     return asyncio.run(_serve_until_signal(settings, banner=None, services=(service,)))
 
@@ -255,7 +257,8 @@ def run_serve(service: str, config: Path | None) -> int:
 def run_dev(args: argparse.Namespace) -> int:
     """The embedded stack: everything in one process, data kept under the data dir."""
     settings = Settings.load()
-    _configure_logging(settings)
+    # A person reads this terminal.
+    configure_logging(settings.log_level, settings.log_format or "text", "eventflow-dev")
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     if settings.telemetry_exporter:
@@ -339,7 +342,10 @@ async def _serve_until_signal(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
         await stopping.wait()
-        print("\nstopping ...", flush=True)
+        if banner is not None:
+            print("\nstopping ...", flush=True)
+        else:
+            log.info("stopping")
     finally:
         await stack.stop()
     return 0
@@ -424,11 +430,4 @@ def _print_banner(stack: Stack, credentials: dict[str, str], data_dir: Path) -> 
             ]
         ),
         flush=True,
-    )
-
-
-def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )

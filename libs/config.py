@@ -127,6 +127,12 @@ SETTINGS: dict[str, Setting] = {
         "File with the vault key ring, one `VERSION:BASE64KEY` per line (mode 0600)."
         " `eventflow admin keyring rotate --file` creates it or adds a version.",
     ),
+    "log_format": Setting(
+        "EVENTFLOW_LOG_FORMAT",
+        "",
+        "`json` (one object per line, with trace ids) or `text`. Empty: `json` for"
+        " `eventflow serve`, `text` for the dev stack.",
+    ),
 }
 
 
@@ -156,6 +162,7 @@ class Settings:
     # Key material: kept out of repr, since settings end up in logs and tracebacks.
     vault_keyring: str = field(default="", repr=False)
     vault_keyring_file: str = ""
+    log_format: str = ""
 
     @classmethod
     def load(
@@ -202,6 +209,8 @@ def _coerce(name: str, value: object) -> object:
             return int(str(value))
         except ValueError:
             raise ValueError(f"{SETTINGS[name].env} must be an integer, got {value!r}") from None
+    if name == "log_format" and value not in ("", "json", "text"):
+        raise ValueError(f"EVENTFLOW_LOG_FORMAT must be json or text, got {value!r}")
     if name == "bus" and value not in ("kafka", "inprocess"):
         raise ValueError(f"EVENTFLOW_BUS must be kafka or inprocess, got {value!r}")
     return str(value)

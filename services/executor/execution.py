@@ -15,11 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eventflow.executor.v1 import executor_service_pb2 as pb
+from opentelemetry import metrics
 
 from libs.errors import invalid_field
 from services.executor.catalog import ActionCatalog, Refusal
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
+
+meter = metrics.get_meter("eventflow.executor")
+FUEL_USED = meter.create_histogram(
+    "eventflow.action.fuel_used",
+    unit="{fuel}",
+    description="wasmtime fuel one guest run consumed, by call and outcome",
+    # Runs are capped at 50M units (SPEC §6); buckets by decades up to the cap.
+    explicit_bucket_boundaries_advisory=[10**n for n in range(3, 8)] + [50_000_000],
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,7 @@ class Execution:
             return await self._modules.get_module(request.organization_id, found.sha256)
 
         run = await self._sandbox.run(found.sha256, load, envelope)
+        _record_fuel(run, "execute")
         result = to_proto(run)
         result.action_id, result.version, result.sha256 = (
             found.action_id,
@@ -129,7 +140,9 @@ class Execution:
         async def load() -> bytes:
             return request.wasm
 
-        result = to_proto(await self._sandbox.run(digest, load, envelope))
+        run = await self._sandbox.run(digest, load, envelope)
+        _record_fuel(run, "simulate")
+        result = to_proto(run)
         result.sha256 = digest
         return result
 
@@ -137,6 +150,10 @@ class Execution:
         digest = hashlib.sha256(wasm).hexdigest()
         reason = await self._sandbox.validate(wasm)
         return pb.ValidateModuleResponse(valid=reason is None, reason=reason or "", sha256=digest)
+
+
+def _record_fuel(run: GuestRun, call: str) -> None:
+    FUEL_USED.record(run.fuel_used, {"call": call, "outcome": "ok" if run.ok else run.reason})
 
 
 def declared_keys(permissions: tuple[str, ...] | list[str] | Any) -> list[str]:

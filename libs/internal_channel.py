@@ -2,7 +2,8 @@
 
 Opened on first use, inside the event loop that will drive it, and pinned
 to the name of the service it expects: another service's certificate from
-the same CA cannot answer in its place.
+the same CA cannot answer in its place. Every call is a client span and
+carries the caller's trace context in its metadata.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import grpc
 
 from libs.identity import ServiceCertificates
+from libs.telemetry import client_interceptors
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
@@ -31,6 +33,7 @@ class InternalChannel:
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.ssl_target_name_override", self._service),
                 ],
+                interceptors=client_interceptors(),
             )
         return self._channel
 

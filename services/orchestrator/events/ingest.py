@@ -6,6 +6,10 @@ new event starts an instance of every matching active workflow unless
 re-entry blocks it. The bus commits the batch's offsets only after this
 transaction commits, so a crash replays the batch and the unique keys make
 the replay a no-op.
+
+Each record is an ingest span under the trace context its producer put in
+the record's headers; a stored event keeps that span's context, so the
+steps the workers run later continue the producer's trace.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from psycopg_pool import AsyncConnectionPool
 
-from libs.bus import Record
+from libs.bus import Record, trace_context
 from libs.bus import topics as bus_topics
 from libs.db import transaction
 from libs.outbox import enqueue
+from libs.telemetry import w3c_context
 from services.orchestrator.domain import reentry
 from services.orchestrator.environments import SANDBOX_DISABLED, SANDBOX_PLANS
 from services.orchestrator.events.cloudevents import IncomingEvent, Invalid, parse_record
@@ -34,11 +40,18 @@ from services.orchestrator.storage.read_models import RunnableWorkflow
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
-INGESTED = meter.create_counter("eventflow.events.ingested", description="events stored")
-QUARANTINED = meter.create_counter(
-    "eventflow.events.quarantined", description="records kept in quarantine, by reason"
+tracer = trace.get_tracer("eventflow.orchestrator")
+INGESTED = meter.create_counter(
+    "eventflow.events.ingested", unit="{event}", description="events stored (not redeliveries)"
 )
-STARTED = meter.create_counter("eventflow.instances.started", description="instances started")
+QUARANTINED = meter.create_counter(
+    "eventflow.events.quarantined",
+    unit="{record}",
+    description="records kept in quarantine, by reason",
+)
+STARTED = meter.create_counter(
+    "eventflow.instances.started", unit="{instance}", description="instances started"
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,20 @@ class Ingest:
         await self.ingest(batch)
 
     async def ingest(self, batch: Sequence[Record]) -> IngestReport:
+        # Ended once the batch's transaction is over, whichever way it went.
+        spans = [_ingest_span(record) for record in batch]
+        try:
+            return await self._ingest(batch, spans)
+        except Exception as error:
+            for span in spans:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            raise
+        finally:
+            for span in spans:
+                span.end()
+
+    async def _ingest(self, batch: Sequence[Record], spans: list[Span]) -> IngestReport:
         parsed = [(record, parse_record(record.value, record.headers)) for record in batch]
         async with transaction(self._pool) as conn:
             tenants = {
@@ -66,19 +93,32 @@ class Ingest:
             }
             plans = await read_models.plans_for(conn, tenants)
             valid: list[EventRow] = []
+            valid_spans: list[Span] = []
             rejected: list[QuarantinedRecord] = []
-            for record, result in parsed:
+            for (record, result), span in zip(parsed, spans, strict=True):
                 problem = result if isinstance(result, Invalid) else _tenant_problem(result, plans)
                 if problem is not None:
                     rejected.append(_quarantined(record, problem))
+                    span.set_attributes(
+                        {
+                            "eventflow.ingest.outcome": "quarantined",
+                            "eventflow.reason": problem.reason,
+                        }
+                    )
                 else:
                     assert isinstance(result, IncomingEvent)
-                    valid.append(_row(result))
+                    valid.append(_row(result, span))
+                    valid_spans.append(span)
             await event_store.quarantine(conn, rejected)
             for q in rejected:
                 await enqueue(conn, SCHEMA, *_invalid_record(q))
             fresh = await event_store.insert_new(conn, valid)
             started = await start_instances(conn, fresh)
+        stored = {event.id for event in fresh}
+        for row, span in zip(valid, valid_spans, strict=True):
+            span.set_attribute(
+                "eventflow.ingest.outcome", "stored" if row.id in stored else "duplicate"
+            )
         for q in rejected:
             QUARANTINED.add(1, {"reason": q.reason})
         INGESTED.add(len(fresh))
@@ -158,7 +198,30 @@ def _tenant_problem(event: IncomingEvent, plans: dict[tuple[str, str], str]) -> 
     return None
 
 
-def _row(event: IncomingEvent) -> EventRow:
+def _ingest_span(record: Record) -> Span:
+    return tracer.start_span(
+        "eventflow.ingest",
+        context=trace_context(record),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.destination.name": record.topic,
+            "messaging.destination.partition.id": str(record.partition),
+            "messaging.kafka.offset": record.offset,
+        },
+    )
+
+
+def _row(event: IncomingEvent, span: Span) -> EventRow:
+    span.set_attributes(
+        {
+            "cloudevents.event_id": event.event_id,
+            "cloudevents.event_type": event.type,
+            "eventflow.organization_id": event.organization_id,
+            "eventflow.project_id": event.project_id,
+            "eventflow.environment": event.environment,
+        }
+    )
+    traceparent, tracestate = w3c_context(span)
     return EventRow(
         id=uuid.uuid4(),
         organization_id=event.organization_id,
@@ -174,6 +237,8 @@ def _row(event: IncomingEvent) -> EventRow:
         causation_id=event.causation_id,
         correlation_id=event.correlation_id,
         depth=event.depth,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

@@ -6,6 +6,11 @@ taken over when its lease runs out. A step runs outside any transaction;
 its outcome is written only if the claim is still ours (`lock_claimed`),
 so a worker that lost its lease cannot overwrite a newer one's progress.
 Delays and retries are durable: a future `wake_time`, no worker held.
+
+Each attempt of a step is a span under its event's ingest span (stored with
+the event), so it joins the producer's trace whichever worker runs it and
+however late; what the outcome writes (derived events, dead letters) carries
+that trace on through the outbox.
 """
 
 from __future__ import annotations
@@ -17,16 +22,20 @@ import logging
 import os
 import socket
 import uuid
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, Status, StatusCode
 from psycopg_pool import AsyncConnectionPool
 
 from libs.bus import topics as bus_topics
 from libs.db import transaction
 from libs.outbox import enqueue
 from libs.processes import pid_running
+from libs.telemetry import stored_context
 from services.orchestrator.domain.outcomes import Outcome
 from services.orchestrator.domain.retry import may_retry, retry_delay
 from services.orchestrator.events.cloudevents import OutgoingEvent, encode_structured
@@ -38,8 +47,15 @@ from services.orchestrator.storage.instances import InstanceRow
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
-OUTCOMES = meter.create_counter("eventflow.instances.finished", description="by final status")
-STEP_LATENCY = meter.create_histogram("eventflow.step.duration", unit="ms")
+tracer = trace.get_tracer("eventflow.orchestrator")
+OUTCOMES = meter.create_counter(
+    "eventflow.instances.finished", unit="{instance}", description="instances ended, by status"
+)
+STEP_LATENCY = meter.create_histogram(
+    "eventflow.step.duration",
+    unit="ms",
+    description="one attempt of a custom_action or webhook step, by type and outcome",
+)
 
 LEASE = timedelta(seconds=60)
 MAX_DERIVED_DEPTH = 8
@@ -166,16 +182,19 @@ class Worker:
                 claim_expires=_now() + self._lease + step_timeout,
             )
             event = await event_store.by_id(conn, instance.event)
-        started = asyncio.get_running_loop().time()
-        outcome = await self._steps.run(StepContext(instance, event, index, step, attempt))
-        STEP_LATENCY.record(
-            (asyncio.get_running_loop().time() - started) * 1000, {"type": step["type"]}
-        )
-        async with transaction(self._pool) as conn:
-            locked = await instances.lock_claimed(conn, instance.id, self.name)
-            if locked is None:
-                return None
-            return await self._record(conn, locked, index, step, attempt, outcome)
+        with _step_span(instance, event, index, step, attempt) as span:
+            started = asyncio.get_running_loop().time()
+            outcome = await self._steps.run(StepContext(instance, event, index, step, attempt))
+            STEP_LATENCY.record(
+                (asyncio.get_running_loop().time() - started) * 1000,
+                {"type": step["type"], "outcome": outcome.kind},
+            )
+            _end_step(span, outcome)
+            async with transaction(self._pool) as conn:
+                locked = await instances.lock_claimed(conn, instance.id, self.name)
+                if locked is None:
+                    return None
+                return await self._record(conn, locked, index, step, attempt, outcome)
 
     async def _delay(self, claimed: InstanceRow, index: int, step: dict) -> InstanceRow | None:
         async with transaction(self._pool) as conn:
@@ -367,6 +386,44 @@ class Worker:
             (("content-type", b"application/json"),),
         )
         OUTCOMES.add(1, {"status": "failed", "reason": outcome.reason})
+
+
+def _step_span(
+    instance: InstanceRow, event: EventRow, index: int, step: dict, attempt: int
+) -> AbstractContextManager[Span]:
+    """An attempt's span: a child of the event's ingest span.
+
+    A replay, redrive or test run was asked for later, by someone else: its
+    steps start a new trace that links to the ingest instead of stretching it.
+    """
+    origin = stored_context(event.traceparent, event.tracestate)
+    attributes: dict[str, str | int] = {
+        "eventflow.organization_id": instance.organization_id,
+        "eventflow.project_id": instance.project_id,
+        "eventflow.environment": instance.environment,
+        "eventflow.instance_id": str(instance.id),
+        "eventflow.workflow_id": str(instance.workflow_id),
+        "eventflow.workflow_version": instance.workflow_version,
+        "eventflow.step.index": index,
+        "eventflow.step.type": str(step["type"]),
+        "eventflow.step.attempt": attempt,
+        "cloudevents.event_id": event.event_id,
+    }
+    if instance.run_key in ("", "replay"):
+        return tracer.start_as_current_span("eventflow.step", context=origin, attributes=attributes)
+    ingest = trace.get_current_span(origin).get_span_context()
+    links = [Link(ingest)] if ingest.is_valid else []
+    return tracer.start_as_current_span(
+        "eventflow.step", context=Context(), attributes=attributes, links=links
+    )
+
+
+def _end_step(span: Span, outcome: Outcome) -> None:
+    span.set_attribute("eventflow.step.outcome", outcome.kind)
+    if outcome.kind in ("retryable", "final"):
+        # The reason code only: a guest's error text is its own to fill.
+        span.set_attribute("eventflow.reason", outcome.reason)
+        span.set_status(Status(StatusCode.ERROR, outcome.reason))
 
 
 def _released() -> dict[str, object]:

@@ -31,6 +31,9 @@ class EventRow:
     correlation_id: str | None
     depth: int
     receive_time: datetime | None = None
+    # The ingest span, as W3C headers: the parent of this event's step spans.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class QuarantinedRecord:
 
 _COLUMNS = (
     "id, organization_id, project_id, environment, event_id, type, source, subject, data,"
-    " time, replay_skip_side_effects, causation_id, correlation_id, depth, receive_time"
+    " time, replay_skip_side_effects, causation_id, correlation_id, depth, receive_time,"
+    " traceparent, tracestate"
 )
 
 
@@ -58,8 +62,8 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
         cur = await conn.execute(
             "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
             " event_id, type, source, subject, data, time, replay_skip_side_effects,"
-            " causation_id, correlation_id, depth)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " causation_id, correlation_id, depth, traceparent, tracestate)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
             f" RETURNING {_COLUMNS}",
             (
@@ -77,6 +81,8 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
                 event.causation_id,
                 event.correlation_id,
                 event.depth,
+                event.traceparent,
+                event.tracestate,
             ),
         )
         row = await cur.fetchone()

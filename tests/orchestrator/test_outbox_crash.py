@@ -97,8 +97,11 @@ async def test_kill_between_commit_and_publish_still_sends_each_derived_event_on
                 reviewer = Tenant("demo", "demo", {"admin": second.secret}, channel)
                 derived_type = f"orders.scored.{uuid.uuid4().hex[:6]}"
                 emitter, listener = f"emit-{uuid.uuid4().hex[:6]}", f"sink-{uuid.uuid4().hex[:6]}"
-                document = {"derived_event": {"type": derived_type, "payload": {"s": 1}}}
-                for name, module in ((emitter, document), (listener, {"ok": True})):
+                document: dict[str, object] = {
+                    "derived_event": {"type": derived_type, "payload": {"s": 1}}
+                }
+                sink: dict[str, object] = {"ok": True}
+                for name, module in ((emitter, document), (listener, sink)):
                     await ActionsClient(admin).upload(name, wasm(constant(module)))
                     await ActionsClient(reviewer).review(name, 1)
                 trigger = f"orders.placed.{uuid.uuid4().hex[:6]}"

@@ -60,7 +60,7 @@ async def scoring_workflow(
             wf.Step(type="custom_action", action=appended),
             wf.Step(type="webhook", url=f"{receiver.url}{path}"),
         ],
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     o = Orchestrated(tenant)
     await workflow_is_live(o, event_type, producer)
@@ -73,8 +73,8 @@ def calls(receiver: Receiver, path: str, event_id: str) -> int:
 
 async def replay(o: Orchestrated, event_id: str, **kw: object) -> ev.ReplayEventResponse:
     metadata = kw.pop("metadata", o.md)
-    return await o.events.ReplayEvent(  # type: ignore[no-any-return]
-        ev.ReplayEventRequest(event_id=event_id, project_id=o.tenant.project, **kw),  # type: ignore[arg-type]
+    return await o.events.ReplayEvent(
+        ev.ReplayEventRequest(event_id=event_id, project_id=o.tenant.project, **kw),
         metadata=metadata,
     )
 

@@ -317,6 +317,42 @@ async def test_a_derived_event_continues_the_trace_of_the_step_that_derived_it(
     assert parent_of(steps[child_id]) == ingests[child_id].context.span_id
 
 
+async def test_a_replays_steps_start_a_new_trace_linked_to_the_ingest(
+    secret_reader: SecretReader, spans: InMemorySpanExporter
+) -> None:
+    with producer_tracer.start_as_current_span("send order", kind=SpanKind.PRODUCER) as sent:
+        event_id = await secret_reader.send([(k, v.encode()) for k, v in carrier().items()])
+    await secret_reader.completed(event_id)
+    trace_id = sent.get_span_context().trace_id
+    found = await trace_of(spans, trace_id, "eventflow.ingest", "eventflow.step")
+    ingest = only(found, "eventflow.ingest", SpanKind.CONSUMER)
+
+    o = secret_reader.orchestrated
+    replayed = await o.events.ReplayEvent(
+        ev.ReplayEventRequest(event_id=event_id, project_id=secret_reader.tenant.project),
+        metadata=o.md,
+    )
+    [instance_id] = replayed.instance_ids
+    await o.settled(event_id, count=2)
+    step: list[ReadableSpan] = []
+
+    async def replay_step_finished() -> bool:
+        step[:] = [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "eventflow.step"
+            and (s.attributes or {}).get("eventflow.instance_id") == instance_id
+        ]
+        return bool(step)
+
+    await eventually(replay_step_finished, "the replay's step span")
+    [replay] = step
+    assert replay.context.trace_id != trace_id and replay.parent is None
+    assert [link.context.span_id for link in replay.links] == [ingest.context.span_id]
+    original = [s.name for s in await trace_of(spans, trace_id)]
+    assert original.count("eventflow.step") == 1, "the replay's step is not in the original trace"
+
+
 COUNTERS = ("ingested", "started", "completed")
 
 

@@ -66,6 +66,7 @@ from eventflow.registry.v1 import workflow_pb2 as wf
 from eventflow.registry.v1 import workflow_service_pb2 as wf_api
 from eventflow.registry.v1 import workflow_service_pb2_grpc as wf_grpc
 
+from bench.peers.apps import job
 from cli.stack import Stack
 from libs.bus import KafkaBus
 from libs.bus import topics as bus_topics
@@ -87,15 +88,8 @@ def _percentile(samples: list[float], fraction: float) -> float:
 
 
 def order(n: int) -> dict[str, Any]:
-    """An order the reference action scores 0 (below any threshold: no derived event)."""
-    return {
-        "orderId": f"o-{n}",
-        "amount": 120.5,
-        "currency": "EUR",
-        "country": "DE",
-        "items": [{"sku": "A-1", "qty": 2, "price": 60.25}],
-        "customer": {"id": f"c-{n}", "email": "ada@example.com", "accountAgeDays": 400},
-    }
+    """The benchmarks' order (bench/peers/apps/job.py): scored 0, so no derived event."""
+    return job.order(f"o-{n}")
 
 
 def envelope(event_type: str, data: dict[str, Any]) -> tuple[str, bytes]:
@@ -228,7 +222,7 @@ async def _failures(conn: psycopg.AsyncConnection[Any], target: Target) -> str:
 Metadata = tuple[tuple[str, str], ...]
 
 
-async def _tenant(channel: grpc.aio.Channel, operator: str) -> list[Metadata]:
+async def create_tenant(channel: grpc.aio.Channel, operator: str) -> list[Metadata]:
     """The bench organization and project, and two admin keys (uploader and reviewer)."""
     tenancy = tn_grpc.TenancyServiceStub(channel)
     op = (("authorization", f"Bearer {operator}"),)
@@ -248,7 +242,7 @@ async def _tenant(channel: grpc.aio.Channel, operator: str) -> list[Metadata]:
     return keys
 
 
-async def _approved_action(
+async def upload_approved_action(
     channel: grpc.aio.Channel, uploader: Metadata, reviewer: Metadata
 ) -> None:
     module = order_risk_scorer()
@@ -390,8 +384,8 @@ async def measure(
     await producer.start()
     try:
         async with grpc.aio.insecure_channel(stack.address) as channel:
-            uploader, reviewer = await _tenant(channel, operator)
-            await _approved_action(channel, uploader, reviewer)
+            uploader, reviewer = await create_tenant(channel, operator)
+            await upload_approved_action(channel, uploader, reviewer)
             targets = [await _publish(channel, uploader, name, n) for name, n in SHAPES]
         driver = Driver(producer, f"{namespace}.{bus_topics.EVENTS}", database_url)
         figures: dict[str, Any] = {}

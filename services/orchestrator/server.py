@@ -27,6 +27,7 @@ from services.orchestrator.api.sandbox import SandboxServicer
 from services.orchestrator.api.test_runs import TestRunServicer
 from services.orchestrator.control import Control
 from services.orchestrator.dlq import DeadLetterQueue
+from services.orchestrator.dlq_depth import DeadLetterDepth
 from services.orchestrator.events.ingest import Ingest
 from services.orchestrator.events.registry_feeds import RegistryFeeds
 from services.orchestrator.projections import Projections
@@ -56,6 +57,7 @@ class Orchestrator:
     feeds: RegistryFeeds
     relay: OutboxRelay
     bus: Bus
+    dlq_depth: DeadLetterDepth
     _ingest_subscription: Subscription | None = None
 
     async def start(self) -> None:
@@ -67,6 +69,7 @@ class Orchestrator:
             await self.bus.ensure_topic(topic, compacted=True)
         self.relay.start()
         self.feeds.start()
+        self.dlq_depth.start()
         await self.worker.start()
         self._ingest_subscription = self.bus.subscribe(
             [bus_topics.EVENTS], INGEST_GROUP, self.ingest.handle
@@ -78,6 +81,7 @@ class Orchestrator:
         await self.worker.stop()
         await self.feeds.stop()
         await self.relay.stop()
+        await self.dlq_depth.stop()
 
 
 class ExecutorCalls(Executor, ActionResolver, Protocol):
@@ -131,5 +135,12 @@ def build_orchestrator(
     ]
     relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)
     return Orchestrator(
-        bindings, Ingest(pool, worker.notify), worker, RegistryFeeds(pool, bus), relay, bus
+        bindings,
+        Ingest(pool, worker.notify),
+        worker,
+        RegistryFeeds(pool, bus),
+        relay,
+        bus,
+        # One per process: a second would register the same gauge twice.
+        DeadLetterDepth(pool),
     )

@@ -89,6 +89,8 @@ async def test_compile_bomb_times_out_without_blocking_the_caller() -> None:
             await asyncio.sleep(0.01)
             ticks += 1
 
+    # Other tests' stacks may run sandbox workers: only this call's child must be gone.
+    running = set(multiprocessing.active_children())
     beating = asyncio.create_task(heartbeat())
     started = time.monotonic()
     with pytest.raises(ModuleRejected) as caught:
@@ -98,14 +100,15 @@ async def test_compile_bomb_times_out_without_blocking_the_caller() -> None:
     assert caught.value.kind is RejectionKind.COMPILE_TIMEOUT
     assert 2.0 <= elapsed < 3.5
     assert ticks > 100  # the event loop kept running throughout
-    assert multiprocessing.active_children() == []  # the child was killed and reaped
+    assert set(multiprocessing.active_children()) <= running  # the child was killed and reaped
 
 
 def test_compile_memory_bomb_hits_the_memory_bound() -> None:
     bomb = m.wasm(m.compile_bomb(5_000))  # ~1 GiB to compile
+    running = set(multiprocessing.active_children())
     started = time.monotonic()
     with pytest.raises(ModuleRejected) as caught:
         compile_module(bomb, memory_bytes=256 * 1024 * 1024)
     assert caught.value.kind is RejectionKind.COMPILE_RESOURCES
     assert time.monotonic() - started < 5.0
-    assert multiprocessing.active_children() == []
+    assert set(multiprocessing.active_children()) <= running

@@ -30,6 +30,7 @@ class Delivery:
     headers: dict[str, str]
     body: dict[str, Any]
     verified: bool
+    raw: bytes = b""
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Receiver:
                 verified = True
             except Exception:
                 verified = False
-        self.deliveries.append(Delivery(request.path, headers, json.loads(raw), verified))
+        self.deliveries.append(Delivery(request.path, headers, json.loads(raw), verified, raw))
         await asyncio.sleep(self.delays.get(request.path, 0))
         statuses = self.script.get(request.path, [])
         status = statuses.pop(0) if statuses else 200

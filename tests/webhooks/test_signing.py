@@ -67,6 +67,16 @@ def test_another_secret_fails_verification() -> None:
         Webhook(new_secret()).verify(BODY, headers)
 
 
+def test_during_a_rotation_both_the_new_and_the_previous_secret_verify() -> None:
+    new, previous = new_secret(), new_secret()
+    headers = signature_headers(new, "msg_2mX9", int(time.time()), BODY, previous)
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in (new, previous):
+        assert Webhook(secret).verify(BODY, headers) == json.loads(BODY)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(BODY, headers)
+
+
 def test_secret_without_prefix_signs_the_same() -> None:
     secret = new_secret()
     bare = secret.removeprefix("whsec_")

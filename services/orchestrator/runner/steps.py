@@ -109,6 +109,7 @@ class StepRunner:
             # Stable across attempts: receivers use it to deduplicate.
             msg_id=f"msg_{ctx.instance.id.hex}_{ctx.index}",
             secret=secrets[0],
+            previous_secret=secrets[1] if len(secrets) > 1 else "",
             timeout_s=int(ctx.step["retry"]["timeout_ms"]) / 1000,
         )
         delivered = await self._webhooks.deliver(request)

@@ -74,6 +74,8 @@ class WebhookRequest:
     body: bytes = field(repr=False)
     msg_id: str
     secret: str = field(repr=False)
+    # Set during a rotation's grace period: deliveries carry both signatures.
+    previous_secret: str = field(default="", repr=False)
     method: str = "POST"
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
@@ -87,7 +89,12 @@ class WebhookRequest:
         for name, value in self.headers.items():
             if not _TOKEN.fullmatch(name) or not _HEADER_VALUE.fullmatch(value):
                 raise ValueError(f"invalid header {name!r}")
-        sign(self.secret, self.msg_id, 0, b"")  # validates the secret and the id
+        for secret in self.secrets:
+            sign(secret, self.msg_id, 0, b"")  # validates the secrets and the id
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return (self.secret, self.previous_secret) if self.previous_secret else (self.secret,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +229,11 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
 
 def _outgoing_headers(request: WebhookRequest, timestamp: int) -> dict[str, str]:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
-    headers.update(signature_headers(request.secret, request.msg_id, timestamp, request.body))
+    headers.update(
+        signature_headers(
+            request.secret, request.msg_id, timestamp, request.body, *request.secrets[1:]
+        )
+    )
     headers["content-type"] = "application/json"
     headers["user-agent"] = USER_AGENT
     headers["idempotency-key"] = request.msg_id
@@ -279,9 +290,9 @@ def _result_for_error(exc: Exception, request: WebhookRequest) -> DeliveryResult
     else:
         error = f"network error: {type(exc).__name__}: {exc}"[:300]
     # Defence in depth: exception texts are the receiver's and the OS's words, not ours.
-    return DeliveryResult(
-        ok=False, status=None, retryable=True, error=error.replace(request.secret, "[redacted]")
-    )
+    for secret in request.secrets:
+        error = error.replace(secret, "[redacted]")
+    return DeliveryResult(ok=False, status=None, retryable=True, error=error)
 
 
 def _refusal_in(exc: BaseException) -> EgressRefused | None:

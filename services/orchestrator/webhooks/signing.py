@@ -41,12 +41,20 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def signature_headers(secret: str, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    """The three Standard Webhooks headers for one delivery attempt."""
+def signature_headers(
+    secret: str, msg_id: str, timestamp: int, body: bytes, *also: str
+) -> dict[str, str]:
+    """The three Standard Webhooks headers for one delivery attempt.
+
+    ``also``: more secrets to sign with (space-separated signatures, as the
+    specification allows), so during a rotation's grace period receivers
+    holding either the new or the previous secret verify the delivery.
+    """
+    signatures = [sign(key, msg_id, timestamp, body) for key in (secret, *also)]
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, msg_id, timestamp, body),
+        "webhook-signature": " ".join(signatures),
     }
 
 

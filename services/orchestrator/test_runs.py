@@ -215,6 +215,7 @@ def _row(event: IncomingEvent) -> EventRow:
         causation_id=None,
         correlation_id=None,
         depth=0,
+        is_test=True,
     )
 
 

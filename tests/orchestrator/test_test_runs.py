@@ -34,6 +34,7 @@ from tests.orchestrator.conftest import (
     eventually,
     send_structured,
 )
+from tests.orchestrator.test_effects import approved
 from tests.orchestrator.test_end_to_end import approved_echo, trigger
 
 T = TypeVar("T")
@@ -414,3 +415,41 @@ async def test_a_sandbox_workflow_needs_a_plan_with_a_sandbox(
     await eventually(refused, "the plan change to reach the orchestrator")
     error = await rpc_error(hot_run(tenant, workflow_id, {}))
     assert (error.code, error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SANDBOX_DISABLED")
+
+
+async def test_what_a_hot_run_derives_is_a_test_too(
+    tenant: Tenant, producer: AIOKafkaProducer
+) -> None:
+    derived_type = trigger()
+    emitter = await approved(
+        tenant, {"derived_event": {"type": derived_type, "payload": {"userId": "u-9"}}}
+    )
+    source_type = trigger()
+    tested, _ = await create_and_publish(
+        tenant, source_type, [wf.Step(type="custom_action", action=emitter)]
+    )
+    listener, _ = await create_and_publish(
+        tenant,
+        derived_type,
+        [wf.Step(type="custom_action", action=await approved_echo(tenant))],
+        reentry=wf.Reentry(mode="once"),
+    )
+    o = Orchestrated(tenant)
+    # No probe events: a real run of the source would derive a real event for u-9.
+    await until(lambda: dry_run(tenant, listener, {}), lambda r: True, "the listener")
+    run = await until(lambda: hot_run(tenant, tested, {}), lambda r: True, "the source")
+
+    [reaction] = await o.settled(run.event_id)
+    assert reaction.is_test and reaction.instance_status == "completed"
+    derived_id = json.loads(reaction.steps[0].output_json)["derived_event_id"]
+    [derived_reaction] = await o.settled(derived_id)
+    assert derived_reaction.is_test and derived_reaction.instance_status == "completed"
+    stored = await o.events.GetEvent(
+        ev.GetEventRequest(id=derived_id, project_id=tenant.project), metadata=o.md
+    )
+    assert stored.event.is_test
+    # Like the test run itself, what it derived does not count toward re-entry.
+    assert (await dry_run(tenant, listener, {"userId": "u-9"})).reentry.allowed
+    real = await send_structured(producer, tenant, derived_type, {"userId": "u-9"})
+    [first_real] = await o.settled(real)
+    assert not first_real.is_test

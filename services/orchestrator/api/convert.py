@@ -30,6 +30,7 @@ def event_proto(row: EventRow) -> event_pb2.Event:
         causation_id=row.causation_id or "",
         correlation_id=row.correlation_id or "",
         depth=row.depth,
+        is_test=row.is_test,
     )
 
 

@@ -91,6 +91,8 @@ class IncomingEvent:
     correlation_id: str | None
     depth: int
     traceparent: str | None
+    # Derived from a test run's instance: its instances are test runs too.
+    test_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class OutgoingEvent:
     correlation_id: str | None = None
     depth: int = 0
     traceparent: str | None = None
+    test_run: bool = False
 
     @property
     def data(self) -> dict[str, Any]:
@@ -267,6 +270,7 @@ def _attributes(attributes: Mapping[str, object], traceparent_header: str | None
         "correlation_id": _optional_identifier(attributes, "correlationid"),
         "depth": _depth(attributes),
         "traceparent": _traceparent(attributes.get("traceparent"), traceparent_header),
+        "test_run": _boolean(attributes, "testrun"),
     }
 
 
@@ -513,6 +517,8 @@ def encode_structured(event: OutgoingEvent) -> EncodedRecord:
     envelope: dict[str, Any] = dict(_attribute_strings(event))
     envelope["replayskipsideeffects"] = event.replay_skip_side_effects
     envelope["depth"] = event.depth
+    if event.test_run:
+        envelope["testrun"] = True
     envelope["datacontenttype"] = DATA_CONTENT_TYPE
     try:
         envelope["data"] = event.data
@@ -567,5 +573,6 @@ def _attribute_strings(event: OutgoingEvent) -> list[tuple[str, str]]:
         ("correlationid", event.correlation_id),
         ("depth", str(event.depth)),
         ("traceparent", event.traceparent),
+        ("testrun", "true" if event.test_run else None),
     ]
     return [(name, text) for name, text in attributes if text is not None]

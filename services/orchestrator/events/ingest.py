@@ -173,16 +173,23 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
             event_id=event.event_id,
             subject=subject,
             skip_side_effects=event.replay_skip_side_effects,
-            # Replayed runs stay out of re-entry history (instances.history).
-            run_key="replay" if event.replay_skip_side_effects else "",
+            is_test=event.is_test,
+            # Replays and test runs stay out of re-entry history (instances.history).
+            run_key=_run_key(event),
         )
         started += created is not None
     return started
 
 
 def _reentry_applies(event: EventRow, workflow: RunnableWorkflow) -> bool:
-    # Re-entry never blocks a replay (SPEC §8), and derived replay events are replays.
-    return not event.replay_skip_side_effects and _mode(workflow) != "always"
+    # Re-entry never blocks a replay (SPEC §8) or a test run, nor what they derive.
+    return _run_key(event) == "" and _mode(workflow) != "always"
+
+
+def _run_key(event: EventRow) -> str:
+    if event.is_test:
+        return "test"
+    return "replay" if event.replay_skip_side_effects else ""
 
 
 def _mode(workflow: RunnableWorkflow) -> str:
@@ -237,6 +244,7 @@ def _row(event: IncomingEvent, span: Span) -> EventRow:
         causation_id=event.causation_id,
         correlation_id=event.correlation_id,
         depth=event.depth,
+        is_test=event.test_run,
         traceparent=traceparent,
         tracestate=tracestate,
     )

@@ -459,6 +459,7 @@ def derived_event(
         environment=instance.environment,
         # A replay's derived events are replays too (SPEC §8).
         replay_skip_side_effects=instance.skip_side_effects or cause.replay_skip_side_effects,
+        test_run=instance.is_test,
         causation_id=cause.event_id,
         correlation_id=cause.correlation_id or cause.event_id,
         depth=cause.depth + 1,

@@ -34,6 +34,7 @@ class EventRow:
     # The ingest span, as W3C headers: the parent of this event's step spans.
     traceparent: str | None = None
     tracestate: str | None = None
+    is_test: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class QuarantinedRecord:
 _COLUMNS = (
     "id, organization_id, project_id, environment, event_id, type, source, subject, data,"
     " time, replay_skip_side_effects, causation_id, correlation_id, depth, receive_time,"
-    " traceparent, tracestate"
+    " traceparent, tracestate, is_test"
 )
 
 
@@ -62,8 +63,8 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
         cur = await conn.execute(
             "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
             " event_id, type, source, subject, data, time, replay_skip_side_effects,"
-            " causation_id, correlation_id, depth, traceparent, tracestate)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " causation_id, correlation_id, depth, traceparent, tracestate, is_test)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
             f" RETURNING {_COLUMNS}",
             (
@@ -83,6 +84,7 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
                 event.depth,
                 event.traceparent,
                 event.tracestate,
+                event.is_test,
             ),
         )
         row = await cur.fetchone()

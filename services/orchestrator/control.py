@@ -18,6 +18,7 @@ from libs.auth import Principal, Role
 from libs.auth.scope import organization_of, project_scope
 from libs.db import transaction
 from libs.errors import failed_precondition, invalid_field, not_found, permission_denied
+from services.orchestrator.runner.worker import OUTCOMES
 from services.orchestrator.storage import holds, instances
 from services.orchestrator.storage.events import Conn
 from services.orchestrator.storage.holds import HoldRow, Scope
@@ -105,7 +106,7 @@ class Control:
             instance = await self._locked(conn, who, instance_id)
             await instances.append(conn, instance.id, "instance_canceled")
             # A worker still running a step finds the claim gone and drops its outcome.
-            return await instances.update(
+            canceled = await instances.update(
                 conn,
                 instance.id,
                 status="canceled",
@@ -114,6 +115,8 @@ class Control:
                 claimed_by=None,
                 claim_expires=None,
             )
+        OUTCOMES.add(1, {"status": "canceled"})
+        return canceled
 
     async def pause_scope(self, who: Principal, scope: Scope) -> tuple[int, HoldRow]:
         where, params = _matching(scope)
@@ -162,6 +165,7 @@ class Control:
                 "instance_canceled",
                 {"by": scope.kind},
             )
+        OUTCOMES.add(len(canceled), {"status": "canceled"})
         return len(canceled)
 
     async def holds(self, who: Principal) -> list[HoldRow]:

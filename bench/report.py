@@ -30,7 +30,10 @@ def _shapes(figures: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _runs(phase: dict[str, Any]) -> str:
-    return f"{phase.get('runs_per_s', 0):,.0f} runs/s ({phase['completed']}/{phase['offered']})"
+    refused = f", {phase['refused']} refused" if phase.get("refused") else ""
+    failed = f", {phase['failed']} failed" if phase.get("failed") else ""
+    done = f"{phase['completed']}/{phase['offered']} done{refused}{failed}"
+    return f"{phase.get('runs_per_s', 0):,.0f} runs/s ({done})"
 
 
 def _get(system: dict[str, Any], shape: str, phase: str, key: str) -> float | None:
@@ -98,8 +101,10 @@ def _cell(system: dict[str, Any], shape: str, phase: str, key: str) -> str:
     p = system.get(shape, {}).get(phase)
     if not p or key not in p:
         return "-"
-    value = f"{p[key]:,.0f}" if key == "runs_per_s" else f"{p[key]:,.1f}"
-    return value if p.get("complete") else f"{value}*"
+    if key == "runs_per_s":
+        flagged = bool(p.get("refused") or p.get("failed"))
+        return f"{p[key]:,.0f}{'*' if flagged else ''}"
+    return f"{p[key]:,.1f}" if p.get("complete") else f"{p[key]:,.1f}*"
 
 
 def print_tables(f: dict[str, Any]) -> None:
@@ -130,9 +135,13 @@ def print_tables(f: dict[str, Any]) -> None:
             reason = system["failed"].strip().replace("\n", "\n      ")
             print(f"      FAILED: {reason}")
     print(
-        "  * cut off: not every run completed within the phase's time (runs/s over the runs"
-        f" that did; latency of those only). Saturation stops {plan['saturation_timeout_s']:g} s"
-        f" after the last offer, the fixed rate {plan['rate_drain_s']:g} s after it."
+        "  runs/s: runs of the shape completed per second while saturated (offers for up to"
+        f" {plan['saturation_offer_s']:g} s, then up to {plan['saturation_timeout_s']:g} s"
+        " more); * some offers refused or runs failed."
+    )
+    print(
+        "  p50/p99: event accepted -> run complete at the fixed rate; * not every run completed"
+        f" within {plan['rate_drain_s']:g} s after the last offer (figures over those that did)."
     )
     print("  +deps: with PostgreSQL (all), and the Kafka broker (eventflow). Peak PSS.")
 

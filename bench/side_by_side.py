@@ -1,8 +1,9 @@
 """One system through the benchmark's plan, the same way for eventflow and every peer.
 
 For each shape (steps per run): a warm-up, the fixed-rate phase, then saturation
-(bench/peers/apps/offer.py). A phase cut off by its time limit leaves a backlog, so the
-system is started afresh (new database, new server state) before the next phase. Peak
+(bench/peers/apps/offer.py). A shape that ends with runs still in flight (a phase cut off
+by its time limit) leaves a backlog, so the system is started afresh (new database, new
+server state) before the next shape. Peak
 memory is sampled over the whole time, of the system's own processes and of them together
 with what they depend on (PostgreSQL; for eventflow also Kafka).
 """
@@ -104,7 +105,8 @@ async def _shapes(
                 raise PeerFailed(f"the driver returned no figures for {pending[0]['phase']}")
             shape.update(got)
             pending = pending[len(got) :]
-            needs_start = not list(got.values())[-1]["complete"]
+            # A backlog left behind would slow the next shape: start that one afresh.
+            needs_start = not all(phase["complete"] for phase in got.values())
 
 
 async def _restart(

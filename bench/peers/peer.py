@@ -333,7 +333,9 @@ class PeerInstance:
 
     async def drive(self, steps: int, phases: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
         config = {**self.config, "steps": steps, "phases": phases, "warmup": warmup}
-        timeout = sum(p["timeout_s"] + p["count"] / (p["rate"] or 1e9) for p in phases) + 180
+        timeout = 180 + sum(
+            p["timeout_s"] + (p["offer_s"] or p["count"] / p["rate"]) for p in phases
+        )
         figures = await asyncio.to_thread(drive, self.peer.app, config, self.folder, timeout)
         count_rows(self.database_url, steps, figures)
         return figures

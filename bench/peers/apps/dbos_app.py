@@ -62,6 +62,10 @@ class Dbos(offer.System):
         await self.client.enqueue_async(options, job.order(key), steps)
 
     async def finished(self, steps: int, prefix: str, count: int) -> tuple[int, int]:
+        # The rows first, as for every peer; DBOS's own table once they are all there.
+        upserted = await self.rows.progress(prefix, steps)
+        if upserted < count:
+            return upserted, 0
         conn = await self.rows._connection()
         cur = await conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'SUCCESS'),"

@@ -54,7 +54,7 @@ def order(order_id: str) -> dict[str, Any]:
             {"sku": "A-1", "qty": 2, "price": 50.25},
             {"sku": "B-7", "qty": 1, "price": 20.0},
         ],
-        "customer": {"id": f"c-{order_id}", "email": "ada@example.com", "accountAgeDays": 400},
+        "customer": {"id": "c-4711", "email": "ada@example.com", "accountAgeDays": 400},
         "shipping": {"street": "Invalidenstr. 117", "city": "Berlin", "postcode": "10115"},
     }
 

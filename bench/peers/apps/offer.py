@@ -26,17 +26,26 @@ READY = "bench worker ready"  # what a worker prints once it takes work
 @dataclass
 class Plan:
     """The whole benchmark, per system: for each shape (steps per run), a warm-up, the fixed
-    rate phase, then saturation. A phase that has not finished within its time is cut off:
-    its figures count the runs completed by then, and the system is started afresh before
-    the next phase (its backlog would otherwise slow whatever comes next)."""
+    rate phase, then saturation.
+
+    Each phase is bounded in time, so that four systems fit in `make bench`'s budget: the
+    fixed rate offers for ``rate_seconds`` and waits ``rate_drain_s`` more for the last runs;
+    saturation offers until ``saturation`` runs are accepted or ``saturation_offer_s`` have
+    passed, and waits ``saturation_timeout_s`` more. A cut-off phase says so (``complete``
+    false) and counts what completed. Saturation's runs/s counts every run of the shape the
+    system completed in its window, including a backlog the fixed rate left (the system is
+    saturated either way); a backlog at the end of a shape makes the next shape start on a
+    fresh system.
+    """
 
     shapes: list[int] = field(default_factory=lambda: [1, 3])
     warmup: int = 20
     rate: float = 200.0
     rate_seconds: float = 30.0
-    rate_drain_s: float = 15.0
+    rate_drain_s: float = 5.0
     saturation: int = 10_000
-    saturation_timeout_s: float = 45.0
+    saturation_offer_s: float = 25.0
+    saturation_timeout_s: float = 25.0
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Plan:
@@ -46,11 +55,13 @@ class Plan:
         """The phases of one shape, as ``run_phases`` takes them."""
         out = []
         if self.rate_seconds > 0:
+            count = int(self.rate * self.rate_seconds)
             out.append(
                 {
                     "phase": "rate",
-                    "count": int(self.rate * self.rate_seconds),
+                    "count": count,
                     "rate": self.rate,
+                    "offer_s": None,
                     "timeout_s": self.rate_drain_s,
                 }
             )
@@ -59,6 +70,7 @@ class Plan:
                 "phase": "saturation",
                 "count": self.saturation,
                 "rate": None,
+                "offer_s": self.saturation_offer_s,
                 "timeout_s": self.saturation_timeout_s,
             }
         )
@@ -69,37 +81,51 @@ def run_keys(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{n:06d}" for n in range(count)]
 
 
-async def saturate(submit: Submit, keys: list[str]) -> dict[str, float]:
-    """Every key submitted as fast as the system accepts: key -> wall clock at the offer."""
-    sent: dict[str, float] = {}
+class Offers:
+    """Keys offered (wall clock at the offer) and keys the system refused or dropped."""
+
+    def __init__(self, submit: Submit) -> None:
+        self._submit = submit
+        self.sent: dict[str, float] = {}
+        self.refused: dict[str, str] = {}
+
+    async def offer(self, key: str) -> None:
+        self.sent[key] = time.time()
+        try:
+            await self._submit(key)
+        except Exception as error:  # a refused offer is a figure, not the end of the run
+            del self.sent[key]
+            self.refused[key] = f"{type(error).__name__}: {error}"
+
+
+async def saturate(offers: Offers, keys: list[str], offer_s: float) -> None:
+    """Keys offered as fast as the system accepts them, for at most ``offer_s``."""
     queue = iter(keys)
+    deadline = time.monotonic() + offer_s
 
     async def lane() -> None:
         for key in queue:
-            sent[key] = time.time()
-            await submit(key)
+            if time.monotonic() > deadline:
+                return
+            await offers.offer(key)
 
     await asyncio.gather(*(lane() for _ in range(IN_FLIGHT)))
-    return sent
 
 
-async def paced(submit: Submit, keys: list[str], rate: float) -> dict[str, float]:
+async def paced(offers: Offers, keys: list[str], rate: float) -> None:
     """Key i offered at start + i/rate, whether or not earlier offers were accepted yet."""
-    sent: dict[str, float] = {}
     tasks: list[asyncio.Task[None]] = []
     start = time.monotonic()
     for i, key in enumerate(keys):
         delay = start + i / rate - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        sent[key] = time.time()
-        tasks.append(asyncio.create_task(submit(key)))
+        tasks.append(asyncio.create_task(offers.offer(key)))
     await asyncio.gather(*tasks)
-    return sent
 
 
 async def until(
-    check: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.25
+    check: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.5
 ) -> bool:
     """Poll ``check`` until it holds or the time is up (the poll never shows in figures)."""
     deadline = time.monotonic() + timeout_s
@@ -135,54 +161,68 @@ class System:
 
 
 async def run_phase(
-    system: System, steps: int, prefix: str, count: int, rate: float | None, timeout_s: float
+    system: System, steps: int, prefix: str, spec: dict[str, Any]
 ) -> dict[str, Any]:
-    """Offer ``count`` runs, wait up to ``timeout_s`` after the last offer, and measure."""
-    keys = run_keys(prefix, count)
-
-    async def submit(key: str) -> None:
-        await system.submit(steps, key)
-
+    """Offer one phase's runs, wait up to its ``timeout_s`` after the last offer, measure."""
+    keys = run_keys(prefix, spec["count"])
+    offers = Offers(lambda key: system.submit(steps, key))
     started = time.monotonic()
-    sent = await (paced(submit, keys, rate) if rate else saturate(submit, keys))
+    if spec["rate"]:
+        await paced(offers, keys, spec["rate"])
+    else:
+        await saturate(offers, keys, spec["offer_s"] or 1e9)
+    count = len(offers.sent)
     counts = [0, 0]
 
     async def settled() -> bool:
         counts[:] = await system.finished(steps, prefix, count)
         return counts[0] + counts[1] >= count
 
-    complete = await until(settled, timeout_s)
-    if not complete:
-        log(f"{prefix}: {counts[0]}/{count} completed {timeout_s:g} s after the last offer")
-    figures: dict[str, Any] = job.phase_figures(sent, await system.completions(steps, prefix))
+    complete = await until(settled, spec["timeout_s"])
+    figures: dict[str, Any] = job.phase_figures(
+        offers.sent, await system.completions(steps, prefix)
+    )
     figures.update(
+        offered=len(keys),
+        accepted=count,
+        refused=len(offers.refused),
         failed=counts[1],
         prefix=prefix,
-        complete=complete and counts[1] == 0,
+        complete=complete and counts[1] == 0 and not offers.refused and count == len(keys),
         seconds=time.monotonic() - started,
     )
-    if rate:
-        figures["offered_per_s"] = rate
+    if offers.refused:
+        figures["refused_example"] = next(iter(offers.refused.values()))[:300]
+    if spec["rate"]:
+        figures["offered_per_s"] = spec["rate"]
+    else:
+        figures["own_runs_per_s"] = figures.get("runs_per_s", 0.0)
+        figures["runs_per_s"] = await _window_rate(
+            system, steps, prefix, min(offers.sent.values(), default=0)
+        )
     return figures
+
+
+async def _window_rate(system: System, steps: int, prefix: str, since: float) -> float:
+    """Runs of this shape (any phase's) the system completed from ``since`` on, per second."""
+    shape_prefix = prefix.rsplit("-", 1)[0]
+    done = [t for t in (await system.completions(steps, shape_prefix)).values() if t >= since]
+    return len(done) / (max(done) - since) if done and max(done) > since else 0.0
 
 
 async def run_phases(
     system: System, name: str, steps: int, phases: list[dict[str, Any]], warmup: int
 ) -> dict[str, Any]:
-    """A warm-up, then ``phases`` in order, stopping after one that was cut off."""
+    """A warm-up, then ``phases`` in order."""
     shape = f"{steps}step"
     if warmup:
-        await run_phase(system, steps, f"{name}-{shape}-warmup", warmup, None, 60)
+        warm: dict[str, Any] = {"count": warmup, "rate": None, "offer_s": 60, "timeout_s": 60}
+        await run_phase(system, steps, f"{name}-{shape}-warmup", warm)
     figures: dict[str, Any] = {}
     for spec in phases:
         prefix = f"{name}-{shape}-{spec['phase']}"
-        result = await run_phase(
-            system, steps, prefix, spec["count"], spec["rate"], spec["timeout_s"]
-        )
+        figures[spec["phase"]] = result = await run_phase(system, steps, prefix, spec)
         log(f"{prefix}: {result}")
-        figures[spec["phase"]] = result
-        if not result["complete"]:
-            break
     return figures
 
 

@@ -33,6 +33,7 @@ $(GEN)/.stamp: $(STAMP) $(PROTOS) libs/protogen.py
 	@touch $@
 
 # Benchmarks print tables; they are run on demand, never by `make test`.
+# BENCH_PEERS=temporal,dbos,restate picks the peers compared with eventflow (bench/README.md).
 bench: $(STAMP) $(GEN)/.stamp
 	$(BIN)/python -m bench
 

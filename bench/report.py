@@ -143,7 +143,10 @@ def print_tables(f: dict[str, Any]) -> None:
         "  p50/p99: event accepted -> run complete at the fixed rate; * not every run completed"
         f" within {plan['rate_drain_s']:g} s after the last offer (figures over those that did)."
     )
-    print("  +deps: with PostgreSQL (all), and the Kafka broker (eventflow). Peak PSS.")
+    print(
+        "  server MB: peak PSS of the system's own processes (server, workers, executor);"
+        " +deps: with PostgreSQL, and the Kafka broker for eventflow."
+    )
 
     print("\neventflow / peer (runs/s: higher is better for eventflow; latency, memory: lower)")
     print(

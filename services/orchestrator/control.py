@@ -81,13 +81,7 @@ class Control:
                 raise failed_precondition(
                     "INSTANCE_NOT_PAUSED", f"instance {instance_id} is {instance.status}"
                 )
-            held = await holds.holding(
-                conn,
-                instance.organization_id,
-                instance.project_id,
-                instance.subject,
-                instance.workflow_id,
-            )
+            held = await holds.holding(conn, instance.id)
             if held == "workflow":
                 raise failed_precondition(
                     "WORKFLOW_DISABLED", "its workflow is disabled; enable the workflow to resume"

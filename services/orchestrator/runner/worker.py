@@ -40,10 +40,10 @@ from services.orchestrator.domain.outcomes import Outcome
 from services.orchestrator.domain.retry import may_retry, retry_delay
 from services.orchestrator.events.cloudevents import OutgoingEvent, encode_structured
 from services.orchestrator.runner.steps import StepContext, StepRunner
-from services.orchestrator.storage import SCHEMA, dead_letters, holds, instances, projections
+from services.orchestrator.storage import SCHEMA, dead_letters, instances, projections
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import Conn, EventRow
-from services.orchestrator.storage.instances import InstanceRow
+from services.orchestrator.storage.instances import InstanceRow, LogLine
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
@@ -59,6 +59,8 @@ STEP_LATENCY = meter.create_histogram(
 
 LEASE = timedelta(seconds=60)
 MAX_DERIVED_DEPTH = 8
+# Events of instances in flight, oldest dropped first.
+EVENT_CACHE_SIZE = 4096
 # Derived event ids are a function of (instance, step): a relay retry or a
 # re-run step yields the same id, which ingest deduplicates.
 DERIVED_IDS = uuid.UUID("6f1b1c3e-5c7a-4a55-9d2e-0e7c1f3b9a10")
@@ -84,6 +86,7 @@ class Worker:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
+        self._events: dict[uuid.UUID, EventRow] = {}
 
     def notify(self) -> None:
         """Something became due now (new instances): look without waiting for the poll."""
@@ -170,18 +173,18 @@ class Worker:
             if instance is None or not await self._may_start_step(conn, instance):
                 return None
             attempt = instance.attempt + 1
-            await instances.append(conn, instance.id, "step_started", step=index, attempt=attempt)
             # The lease must outlast the step, or another worker could run it too.
             step_timeout = timedelta(
                 milliseconds=int(step.get("retry", {}).get("timeout_ms", 30000))
             )
-            instance = await instances.update(
+            instance = await instances.log_and_update(
                 conn,
                 instance.id,
+                [("step_started", index, attempt, {})],
                 attempt=attempt,
                 claim_expires=_now() + self._lease + step_timeout,
             )
-            event = await event_store.by_id(conn, instance.event)
+            event = await self._event(conn, instance)
         with _step_span(instance, event, index, step, attempt) as span:
             started = asyncio.get_running_loop().time()
             outcome = await self._steps.run(StepContext(instance, event, index, step, attempt))
@@ -202,35 +205,49 @@ class Worker:
             if instance is None or not await self._may_start_step(conn, instance):
                 return None
             if instance.waiting:  # the timer fired
-                await instances.append(conn, instance.id, "wait_completed", step=index)
-                return await self._record(conn, instance, index, step, 1, Outcome.completed())
+                fired: LogLine = ("wait_completed", index, None, {})
+                return await self._record(
+                    conn, instance, index, step, 1, Outcome.completed(), [fired]
+                )
             wake = _now() + timedelta(milliseconds=int(step["duration_ms"]))
-            await instances.append(conn, instance.id, "step_started", step=index, attempt=1)
-            await instances.append(
-                conn, instance.id, "wait_created", step=index, detail={"until": wake.isoformat()}
-            )
-            await instances.update(
-                conn, instance.id, waiting=True, attempt=1, wake_time=wake, **_released()
+            await instances.log_and_update(
+                conn,
+                instance.id,
+                [
+                    ("step_started", index, 1, {}),
+                    ("wait_created", index, None, {"until": wake.isoformat()}),
+                ],
+                waiting=True,
+                attempt=1,
+                wake_time=wake,
+                **_released(),
             )
             return None
+
+    async def _event(self, conn: Conn, instance: InstanceRow) -> EventRow:
+        """The instance's event; stored events never change, so each is read once."""
+        event = self._events.get(instance.event)
+        if event is None:
+            event = await event_store.by_id(conn, instance.event)
+            if len(self._events) >= EVENT_CACHE_SIZE:
+                self._events.pop(next(iter(self._events)))
+            self._events[instance.event] = event
+        return event
 
     async def _may_start_step(self, conn: Conn, instance: InstanceRow) -> bool:
         """The step boundary: a paused or held instance stops here, releasing its claim."""
         if instance.status == "paused":
             await instances.update(conn, instance.id, **_released())
             return False
-        reason = await holds.holding(
-            conn,
-            instance.organization_id,
-            instance.project_id,
-            instance.subject,
-            instance.workflow_id,
-        )
-        if reason is None:
+        if instance.hold is None:
             return True
-        await instances.append(conn, instance.id, "instance_paused", detail={"by": reason})
-        await instances.update(
-            conn, instance.id, status="paused", pause_reason=reason, **_released()
+        await instances.log_and_update(
+            conn,
+            instance.id,
+            [("instance_paused", None, None, {"by": instance.hold})],
+            status="paused",
+            pause_reason=instance.hold,
+            **_released(),
         )
         return False
 
@@ -242,12 +259,15 @@ class Worker:
         step: dict,
         attempt: int,
         outcome: Outcome,
+        before: list[LogLine] | None = None,
     ) -> InstanceRow | None:
-        """Write one attempt's outcome; returns the instance if it should continue now."""
+        """Write one attempt's outcome (after the ``before`` log lines); returns the
+        instance if it should continue now."""
+        lines = list(before or [])
         if outcome.kind == "completed" and step["type"] == "custom_action":
             refused = await self._apply_effects(conn, instance, index, outcome)
             if refused is not None:
-                await self._fail(conn, instance, index, step, attempt, refused)
+                await self._fail(conn, instance, index, step, attempt, refused, lines)
                 return None
         if outcome.kind in ("completed", "skipped"):
             kind = "step_completed" if outcome.kind == "completed" else "step_skipped"
@@ -256,31 +276,27 @@ class Worker:
                 if outcome.kind == "completed"
                 else {"reason": outcome.error}
             )
-            await instances.append(
-                conn, instance.id, kind, step=index, attempt=attempt, detail=detail
-            )
-            return await self._next(conn, instance, index)
+            return await self._next(conn, instance, index, [*lines, (kind, index, attempt, detail)])
         retry = step.get("retry", {})
         if outcome.kind == "retryable" and may_retry(retry, attempt):
             delay = retry_delay(retry, attempt)
             if outcome.retry_after_s:
                 delay = max(delay, timedelta(seconds=outcome.retry_after_s))
             wake = _now() + delay
-            await instances.append(
+            detail = {
+                "reason": outcome.reason,
+                "error": outcome.error,
+                "next_attempt": wake.isoformat(),
+            }
+            await instances.log_and_update(
                 conn,
                 instance.id,
-                "step_retrying",
-                step=index,
-                attempt=attempt,
-                detail={
-                    "reason": outcome.reason,
-                    "error": outcome.error,
-                    "next_attempt": wake.isoformat(),
-                },
+                [*lines, ("step_retrying", index, attempt, detail)],
+                wake_time=wake,
+                **_released(),
             )
-            await instances.update(conn, instance.id, wake_time=wake, **_released())
             return None
-        await self._fail(conn, instance, index, step, attempt, outcome)
+        await self._fail(conn, instance, index, step, attempt, outcome, lines)
         return None
 
     async def _apply_effects(
@@ -294,7 +310,7 @@ class Worker:
         derived = outcome.output.get("derived_event")
         if derived is None:
             return None
-        cause = await event_store.by_id(conn, instance.event)
+        cause = await self._event(conn, instance)
         if cause.depth + 1 > MAX_DERIVED_DEPTH:
             return Outcome.final(
                 "DERIVED_EVENT_DEPTH",
@@ -306,13 +322,15 @@ class Worker:
         outcome.output["derived_event_id"] = event.event_id
         return None
 
-    async def _next(self, conn: Conn, instance: InstanceRow, index: int) -> InstanceRow | None:
+    async def _next(
+        self, conn: Conn, instance: InstanceRow, index: int, lines: list[LogLine]
+    ) -> InstanceRow | None:
         following = index + 1
         if following >= len(instance.definition["steps"]):
-            await instances.append(conn, instance.id, "instance_completed")
-            await instances.update(
+            await instances.log_and_update(
                 conn,
                 instance.id,
+                [*lines, ("instance_completed", None, None, {})],
                 status="completed",
                 pause_reason=None,
                 next_step=following,
@@ -322,16 +340,16 @@ class Worker:
             )
             OUTCOMES.add(1, {"status": "completed"})
             return None
-        updated = await instances.update(
+        return await instances.log_and_update(
             conn,
             instance.id,
+            lines,
             next_step=following,
             attempt=0,
             waiting=False,
             wake_time=_now(),
             claim_expires=_now() + self._lease,
         )
-        return updated
 
     async def _fail(
         self,
@@ -341,13 +359,21 @@ class Worker:
         step: dict,
         attempt: int,
         outcome: Outcome,
+        before: list[LogLine],
     ) -> None:
         detail = {"reason": outcome.reason, "error": outcome.error}
-        await instances.append(
-            conn, instance.id, "step_failed", step=index, attempt=attempt, detail=detail
+        await instances.log_and_update(
+            conn,
+            instance.id,
+            [
+                *before,
+                ("step_failed", index, attempt, detail),
+                ("instance_failed", None, None, detail),
+            ],
+            status="failed",
+            pause_reason=None,
+            **_released(),
         )
-        await instances.append(conn, instance.id, "instance_failed", detail=detail)
-        await instances.update(conn, instance.id, status="failed", pause_reason=None, **_released())
         letter = await dead_letters.insert(
             conn,
             organization_id=instance.organization_id,

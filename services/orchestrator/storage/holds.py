@@ -65,20 +65,30 @@ async def in_organization(conn: Conn, organization_id: str) -> list[HoldRow]:
     return [HoldRow(**r) for r in await cur.fetchall()]
 
 
-async def holding(
-    conn: Conn, organization_id: str, project_id: str, subject: str | None, workflow: uuid.UUID
-) -> str | None:
-    """Why an instance may not start its next step now (a hold's scope, 'workflow'), or None."""
+# Why the instance aliased `i` may not start a step: the scope of a hold over it,
+# and its workflow's status (registry `paused` = disabled). One round trip with the lock.
+BOUNDARY_COLUMNS = (
+    "(SELECT h.scope FROM orchestrator.holds h WHERE h.organization_id = i.organization_id"
+    " AND (h.project_id = '' OR h.project_id = i.project_id)"
+    " AND (h.subject = '' OR h.subject = i.subject)"
+    " ORDER BY h.project_id, h.subject LIMIT 1) AS hold_scope,"
+    " (SELECT w.status FROM orchestrator.workflows w WHERE w.workflow_id = i.workflow_id)"
+    " AS workflow_status"
+)
+
+
+def hold_reason(hold_scope: str | None, workflow_status: str | None) -> str | None:
+    """A hold's scope, 'workflow' for a disabled workflow, or None: free to run."""
+    if hold_scope is not None:
+        return hold_scope
+    return "workflow" if workflow_status == "paused" else None
+
+
+async def holding(conn: Conn, instance_id: uuid.UUID) -> str | None:
+    """Why an instance may not start its next step now, or None."""
     cur = await conn.execute(
-        "SELECT (SELECT scope FROM orchestrator.holds WHERE organization_id = %s"
-        "   AND (project_id = '' OR project_id = %s) AND (subject = '' OR subject = %s)"
-        "   ORDER BY project_id, subject LIMIT 1) AS hold,"
-        " (SELECT status FROM orchestrator.workflows WHERE workflow_id = %s) AS workflow",
-        (organization_id, project_id, subject, workflow),
+        f"SELECT {BOUNDARY_COLUMNS} FROM orchestrator.instances i WHERE i.id = %s",
+        (instance_id,),
     )
     row = await cur.fetchone()
-    assert row is not None
-    if row["hold"] is not None:
-        return str(row["hold"])
-    # Registry status `paused` is a disabled workflow: its runs hold until it is enabled.
-    return "workflow" if row["workflow"] == "paused" else None
+    return hold_reason(row["hold_scope"], row["workflow_status"]) if row else None

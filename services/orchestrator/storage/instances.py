@@ -9,6 +9,7 @@ fails instead of writing a gap or a duplicate.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from services.orchestrator.domain.reentry import History
+from services.orchestrator.storage import holds
 
 Conn = AsyncConnection[Any]
 
@@ -49,6 +51,8 @@ class InstanceRow:
     create_time: datetime
     update_time: datetime
     pause_reason: str | None = None
+    # Not a column: why the instance may not start its next step (lock_claimed sets it).
+    hold: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,12 +194,16 @@ async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> Insta
     and its outcome is kept; the worker then holds it at the boundary.
     """
     cur = await conn.execute(
-        "SELECT * FROM orchestrator.instances WHERE id = %s AND claimed_by = %s"
-        " AND status IN ('running', 'paused') FOR UPDATE",
+        f"SELECT i.*, {holds.BOUNDARY_COLUMNS} FROM orchestrator.instances i"
+        " WHERE i.id = %s AND i.claimed_by = %s AND i.status IN ('running', 'paused')"
+        " FOR UPDATE OF i",
         (instance_id, worker),
     )
     row = await cur.fetchone()
-    return InstanceRow(**row) if row else None
+    if row is None:
+        return None
+    hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
+    return InstanceRow(**row, hold=hold)
 
 
 async def update(conn: Conn, instance_id: uuid.UUID, **changes: Any) -> InstanceRow:
@@ -299,3 +307,38 @@ async def transition_many(
             (kind, Jsonb(detail), ids),
         )
     return ids
+
+
+LogLine = tuple[str, int | None, int | None, dict[str, Any]]  # kind, step, attempt, detail
+
+
+async def log_and_update(
+    conn: Conn, instance_id: uuid.UUID, lines: list[LogLine], **changes: Any
+) -> InstanceRow:
+    """Append ``lines`` to the log and apply ``changes``, in one round trip.
+
+    The caller holds the instance's row lock, so no other writer appends
+    between the statement's read of the last position and its insert.
+    """
+    sets = "".join(f"{column} = %s, " for column in changes)
+    cur = await conn.execute(
+        "WITH base AS (SELECT coalesce(max(position), 0) AS last"
+        "   FROM orchestrator.instance_log WHERE instance_id = %s),"
+        " logged AS (INSERT INTO orchestrator.instance_log"
+        "   (instance_id, position, kind, step, attempt, detail)"
+        "   SELECT %s, base.last + line.n, line.kind, line.step, line.attempt, line.detail::jsonb"
+        "   FROM base, unnest(%s::text[], %s::int[], %s::int[], %s::text[])"
+        "   WITH ORDINALITY AS line(kind, step, attempt, detail, n))"
+        f" UPDATE orchestrator.instances SET {sets}update_time = now() WHERE id = %s RETURNING *",
+        (
+            instance_id,
+            instance_id,
+            [line[0] for line in lines],
+            [line[1] for line in lines],
+            [line[2] for line in lines],
+            [json.dumps(line[3], ensure_ascii=False) for line in lines],
+            *changes.values(),
+            instance_id,
+        ),
+    )
+    return InstanceRow(**await cur.fetchone())  # type: ignore[arg-type]

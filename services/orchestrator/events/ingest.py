@@ -131,10 +131,12 @@ class Ingest:
 async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int:
     """Start every matching workflow for each new event (re-entry permitting)."""
     plan: list[tuple[EventRow, RunnableWorkflow, str | None]] = []
+    matching: dict[tuple[str, str, str, str], list[RunnableWorkflow]] = {}
     for event in events:
-        for workflow in await read_models.matching(
-            conn, event.organization_id, event.project_id, event.environment, event.type
-        ):
+        key = (event.organization_id, event.project_id, event.environment, event.type)
+        if key not in matching:
+            matching[key] = await read_models.matching(conn, *key)
+        for workflow in matching[key]:
             plan.append((event, workflow, reentry.subject_of(event.data)))
     # Two events for one subject in flight at once (here or in another
     # process) must not both pass a `once` check: lock every (workflow,
@@ -149,36 +151,40 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
     )
     started = 0
     now = datetime.now(UTC)
+    # Without re-entry nothing depends on what the batch starts: insert those together.
+    unchecked: list[instances.NewInstance] = []
     for event, workflow, subject in plan:
-        if subject is not None and _reentry_applies(event, workflow):
-            history = await instances.history(conn, workflow.workflow_id, subject)
-            decision = reentry.decide(workflow.definition.get("reentry", {}), history, now)
-            if not decision.allowed:
-                log.info(
-                    "re-entry blocked %s for event %s: %s",
-                    workflow.workflow_id,
-                    event.event_id,
-                    decision.reason,
-                )
-                continue
-        created = await instances.create(
-            conn,
-            organization_id=event.organization_id,
-            project_id=event.project_id,
-            environment=event.environment,
-            workflow_id=workflow.workflow_id,
-            version=workflow.version,
-            definition=workflow.definition,
-            event=event.id,
-            event_id=event.event_id,
-            subject=subject,
+        spec = instances.NewInstance(
+            event.organization_id,
+            event.project_id,
+            event.environment,
+            workflow.workflow_id,
+            workflow.version,
+            workflow.definition,
+            event.id,
+            event.event_id,
+            subject,
             skip_side_effects=event.replay_skip_side_effects,
             is_test=event.is_test,
             # Replays and test runs stay out of re-entry history (instances.history).
             run_key=_run_key(event),
         )
-        started += created is not None
-    return started
+        if subject is None or not _reentry_applies(event, workflow):
+            unchecked.append(spec)
+            continue
+        # Checked one by one: each decision must see the instances started before it.
+        history = await instances.history(conn, workflow.workflow_id, subject)
+        decision = reentry.decide(workflow.definition.get("reentry", {}), history, now)
+        if not decision.allowed:
+            log.info(
+                "re-entry blocked %s for event %s: %s",
+                workflow.workflow_id,
+                event.event_id,
+                decision.reason,
+            )
+            continue
+        started += len(await instances.create_many(conn, [spec]))
+    return started + len(await instances.create_many(conn, unchecked))
 
 
 def _reentry_applies(event: EventRow, workflow: RunnableWorkflow) -> bool:

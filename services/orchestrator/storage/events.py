@@ -57,39 +57,51 @@ _COLUMNS = (
 
 
 async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
-    """Insert events; return only those not seen before (redeliveries are skipped)."""
+    """Insert events; return only those not seen before (redeliveries are skipped).
+
+    One pipelined statement per event, so a polled batch costs one round trip.
+    """
+    if not events:
+        return []
     fresh = []
-    for event in events:
-        cur = await conn.execute(
+    async with conn.cursor() as cur:
+        await cur.executemany(
             "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
             " event_id, type, source, subject, data, time, replay_skip_side_effects,"
             " causation_id, correlation_id, depth, traceparent, tracestate, is_test)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
             f" RETURNING {_COLUMNS}",
-            (
-                event.id,
-                event.organization_id,
-                event.project_id,
-                event.environment,
-                event.event_id,
-                event.type,
-                event.source,
-                event.subject,
-                Jsonb(event.data),
-                event.time,
-                event.replay_skip_side_effects,
-                event.causation_id,
-                event.correlation_id,
-                event.depth,
-                event.traceparent,
-                event.tracestate,
-                event.is_test,
-            ),
+            [
+                (
+                    event.id,
+                    event.organization_id,
+                    event.project_id,
+                    event.environment,
+                    event.event_id,
+                    event.type,
+                    event.source,
+                    event.subject,
+                    Jsonb(event.data),
+                    event.time,
+                    event.replay_skip_side_effects,
+                    event.causation_id,
+                    event.correlation_id,
+                    event.depth,
+                    event.traceparent,
+                    event.tracestate,
+                    event.is_test,
+                )
+                for event in events
+            ],
+            returning=True,
         )
-        row = await cur.fetchone()
-        if row is not None:
-            fresh.append(EventRow(**row))
+        while True:
+            row = await cur.fetchone()
+            if row is not None:
+                fresh.append(EventRow(**row))
+            if not cur.nextset():
+                break
     return fresh
 
 

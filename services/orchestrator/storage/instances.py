@@ -105,34 +105,99 @@ async def create(
     next_step: int = 0,
 ) -> uuid.UUID | None:
     """Insert a running instance and log `instance_created`; None if it already exists."""
-    instance_id = uuid.uuid4()
-    cur = await conn.execute(
-        "INSERT INTO orchestrator.instances (id, organization_id, project_id, environment,"
-        " workflow_id, workflow_version, definition, event, event_id, subject, status,"
-        " next_step, is_test, skip_side_effects, run_key)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)"
-        " ON CONFLICT (event, workflow_id, run_key) DO NOTHING RETURNING id",
-        (
-            instance_id,
-            organization_id,
-            project_id,
-            environment,
-            workflow_id,
-            version,
-            Jsonb(definition),
-            event,
-            event_id,
-            subject,
-            next_step,
-            is_test,
-            skip_side_effects,
-            run_key,
-        ),
+    created = await create_many(
+        conn,
+        [
+            NewInstance(
+                organization_id,
+                project_id,
+                environment,
+                workflow_id,
+                version,
+                definition,
+                event,
+                event_id,
+                subject,
+                skip_side_effects,
+                is_test,
+                run_key,
+                next_step,
+            )
+        ],
     )
-    if await cur.fetchone() is None:
-        return None
-    await append(conn, instance_id, "instance_created", detail={"workflow_version": version})
-    return instance_id
+    return created[0] if created else None
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    organization_id: str
+    project_id: str
+    environment: str
+    workflow_id: uuid.UUID
+    version: int
+    definition: dict[str, Any]
+    event: uuid.UUID
+    event_id: str
+    subject: str | None
+    skip_side_effects: bool
+    is_test: bool = False
+    run_key: str = ""
+    next_step: int = 0
+
+
+async def create_many(conn: Conn, specs: list[NewInstance]) -> list[uuid.UUID]:
+    """Insert running instances, skipping those that exist; returns the new ids, each
+    logged `instance_created`. Two round trips however many there are."""
+    if not specs:
+        return []
+    created: list[uuid.UUID] = []
+    versions: list[int] = []
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO orchestrator.instances (id, organization_id, project_id, environment,"
+            " workflow_id, workflow_version, definition, event, event_id, subject, status,"
+            " next_step, is_test, skip_side_effects, run_key)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)"
+            " ON CONFLICT (event, workflow_id, run_key) DO NOTHING"
+            " RETURNING id, workflow_version",
+            [
+                (
+                    uuid.uuid4(),
+                    s.organization_id,
+                    s.project_id,
+                    s.environment,
+                    s.workflow_id,
+                    s.version,
+                    Jsonb(s.definition),
+                    s.event,
+                    s.event_id,
+                    s.subject,
+                    s.next_step,
+                    s.is_test,
+                    s.skip_side_effects,
+                    s.run_key,
+                )
+                for s in specs
+            ],
+            returning=True,
+        )
+        while True:
+            row = await cur.fetchone()
+            if row is not None:
+                created.append(row["id"])
+                versions.append(row["workflow_version"])
+            if not cur.nextset():
+                break
+    if created:
+        # New rows of this transaction: their logs start at position 1.
+        await conn.execute(
+            "INSERT INTO orchestrator.instance_log (instance_id, position, kind, detail)"
+            " SELECT created.id, 1, 'instance_created',"
+            "   jsonb_build_object('workflow_version', created.version)"
+            " FROM unnest(%s::uuid[], %s::int[]) AS created(id, version)",
+            (created, versions),
+        )
+    return created
 
 
 async def append(

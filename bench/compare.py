@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -111,9 +112,15 @@ async def _run(folder: Path, plan: Plan, peers: list[str]) -> dict[str, Any]:
         server.cleanup()
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_bench(plan: Plan | None = None) -> dict[str, Any]:
     """Measure, print the tables, and return the figures."""
     folder = Path(tempfile.mkdtemp(prefix="eventflow-bench-compare-"))
+    # Peers run in sessions of their own; on SIGTERM unwind like on Ctrl-C so they stop too.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         figures = asyncio.run(_run(folder, plan or Plan(), selected_peers()))
     finally:

@@ -199,16 +199,17 @@ def _address(server: peer.Process) -> str:
 
 
 def versions() -> dict[str, str]:
+    """The commit, marked ``+dirty`` when the code under measurement has local changes."""
     import subprocess
 
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    ).stdout.strip()
-    return {"eventflow": commit or "unknown"}
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "libs", "services", "cli"):
+        commit += "+dirty"
+    return {"eventflow": commit}
 
 
 class EventflowInstance:

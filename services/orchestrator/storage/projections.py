@@ -97,12 +97,17 @@ async def write(
     title = projection.get("title") or ""
     status = projection.get("status") or ""
     data = Jsonb(projection.get("data"))
+    # One statement: the row and its history entry, one round trip.
     cur = await conn.execute(
-        "INSERT INTO orchestrator.projections (id, organization_id, project_id, environment,"
-        " name, entity_type, entity_id, title, status, data, last_event, last_event_id,"
-        " last_instance)"
+        "WITH written AS (INSERT INTO orchestrator.projections (id, organization_id,"
+        " project_id, environment, name, entity_type, entity_id, title, status, data,"
+        " last_event, last_event_id, last_instance)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        f"{_ON_KEY if keyed else _ON_ID} RETURNING id",
+        f"{_ON_KEY if keyed else _ON_ID} RETURNING id)"
+        " INSERT INTO orchestrator.projection_writes (projection, event, event_id, instance_id,"
+        " workflow_id, workflow_version, step, title, status, data, replay, write_time)"
+        " SELECT written.id, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp()"
+        " FROM written RETURNING projection",
         (
             uuid.uuid4() if keyed else appended_row_id(instance, step),
             instance.organization_id,
@@ -117,17 +122,6 @@ async def write(
             instance.event,
             instance.event_id,
             instance.id,
-        ),
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    written = uuid.UUID(str(row["id"]))
-    await conn.execute(
-        "INSERT INTO orchestrator.projection_writes (projection, event, event_id, instance_id,"
-        " workflow_id, workflow_version, step, title, status, data, replay, write_time)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
-        (
-            written,
             instance.event,
             instance.event_id,
             instance.id,
@@ -140,7 +134,9 @@ async def write(
             instance.run_key.startswith("replay:") or instance.skip_side_effects,
         ),
     )
-    return written
+    row = await cur.fetchone()
+    assert row is not None
+    return uuid.UUID(str(row["projection"]))
 
 
 async def get(

@@ -87,6 +87,8 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
         self._events: dict[uuid.UUID, EventRow] = {}
+        # Claimed instances whose current step is already logged as started.
+        self._started: set[uuid.UUID] = set()
 
     def notify(self) -> None:
         """Something became due now (new instances): look without waiting for the poll."""
@@ -149,7 +151,19 @@ class Worker:
         if free <= 0:
             return []
         async with transaction(self._pool) as conn:
-            return await instances.claim_due(conn, self.name, free, self._lease)
+            claimed = await instances.claim_due(conn, self.name, free, self._lease)
+            # What can start its step now starts in this transaction, not one of its own.
+            started = await instances.start_steps(
+                conn,
+                [(i.id, i.next_step, _timeout(_step(i))) for i in claimed if _startable(i)],
+                self._lease,
+            )
+            unread = list({i.event for i in started} - self._events.keys())
+            for event in await event_store.by_ids(conn, unread) if unread else []:
+                self._remember(event)
+        ready = {i.id: i for i in started}
+        self._started.update(ready)
+        return [ready.get(i.id, i) for i in claimed]
 
     async def _drive(self, instance: InstanceRow) -> None:
         """Run steps until the instance waits, retries later, or ends."""
@@ -168,23 +182,29 @@ class Worker:
         step = steps[index]
         if step["type"] == "delay":
             return await self._delay(claimed, index, step)
-        async with transaction(self._pool) as conn:
-            instance = await instances.lock_claimed(conn, claimed.id, self.name)
-            if instance is None or not await self._may_start_step(conn, instance):
-                return None
-            attempt = instance.attempt + 1
-            # The lease must outlast the step, or another worker could run it too.
-            step_timeout = timedelta(
-                milliseconds=int(step.get("retry", {}).get("timeout_ms", 30000))
-            )
-            instance = await instances.log_and_update(
-                conn,
-                instance.id,
-                [("step_started", index, attempt, {})],
-                attempt=attempt,
-                claim_expires=_now() + self._lease + step_timeout,
-            )
-            event = await self._event(conn, instance)
+        if claimed.id in self._started:  # its step_started is written already
+            self._started.discard(claimed.id)
+            instance, attempt = claimed, claimed.attempt
+            cached = self._events.get(instance.event)
+            if cached is None:
+                async with transaction(self._pool) as conn:
+                    cached = await self._event(conn, instance)
+            event = cached
+        else:
+            async with transaction(self._pool) as conn:
+                locked = await instances.lock_claimed(conn, claimed.id, self.name)
+                if locked is None or not await self._may_start_step(conn, locked):
+                    return None
+                attempt = locked.attempt + 1
+                # The lease must outlast the step, or another worker could run it too.
+                instance = await instances.log_and_update(
+                    conn,
+                    locked.id,
+                    [("step_started", index, attempt, {})],
+                    attempt=attempt,
+                    claim_expires=_now() + self._lease + _timeout(step),
+                )
+                event = await self._event(conn, instance)
         with _step_span(instance, event, index, step, attempt) as span:
             started = asyncio.get_running_loop().time()
             outcome = await self._steps.run(StepContext(instance, event, index, step, attempt))
@@ -229,10 +249,13 @@ class Worker:
         event = self._events.get(instance.event)
         if event is None:
             event = await event_store.by_id(conn, instance.event)
-            if len(self._events) >= EVENT_CACHE_SIZE:
-                self._events.pop(next(iter(self._events)))
-            self._events[instance.event] = event
+            self._remember(event)
         return event
+
+    def _remember(self, event: EventRow) -> None:
+        if len(self._events) >= EVENT_CACHE_SIZE:
+            self._events.pop(next(iter(self._events)))
+        self._events[event.id] = event
 
     async def _may_start_step(self, conn: Conn, instance: InstanceRow) -> bool:
         """The step boundary: a paused or held instance stops here, releasing its claim."""
@@ -340,16 +363,31 @@ class Worker:
             )
             OUTCOMES.add(1, {"status": "completed"})
             return None
-        return await instances.log_and_update(
+        upcoming = instance.definition["steps"][following]
+        if instance.status != "running" or instance.hold is not None or upcoming["type"] == "delay":
+            return await instances.log_and_update(
+                conn,
+                instance.id,
+                lines,
+                next_step=following,
+                attempt=0,
+                waiting=False,
+                wake_time=_now(),
+                claim_expires=_now() + self._lease,
+            )
+        # Free to go on: start the next step in this transaction too.
+        updated = await instances.log_and_update(
             conn,
             instance.id,
-            lines,
+            [*lines, ("step_started", following, 1, {})],
             next_step=following,
-            attempt=0,
+            attempt=1,
             waiting=False,
             wake_time=_now(),
-            claim_expires=_now() + self._lease,
+            claim_expires=_now() + self._lease + _timeout(upcoming),
         )
+        self._started.add(updated.id)
+        return updated
 
     async def _fail(
         self,
@@ -450,6 +488,19 @@ def _end_step(span: Span, outcome: Outcome) -> None:
         # The reason code only: a guest's error text is its own to fill.
         span.set_attribute("eventflow.reason", outcome.reason)
         span.set_status(Status(StatusCode.ERROR, outcome.reason))
+
+
+def _step(instance: InstanceRow) -> dict[str, Any]:
+    return dict(instance.definition["steps"][instance.next_step])
+
+
+def _startable(instance: InstanceRow) -> bool:
+    """Free to start its step at once: not held, and not a delay (whose timer is its own)."""
+    return instance.hold is None and _step(instance)["type"] != "delay"
+
+
+def _timeout(step: dict[str, Any]) -> timedelta:
+    return timedelta(milliseconds=int(step.get("retry", {}).get("timeout_ms", 30000)))
 
 
 def _released() -> dict[str, object]:

@@ -138,6 +138,13 @@ async def find(
     return EventRow(**row) if row else None
 
 
+async def by_ids(conn: Conn, ids: list[uuid.UUID]) -> list[EventRow]:
+    cur = await conn.execute(
+        f"SELECT {_COLUMNS} FROM orchestrator.events WHERE id = ANY(%s)", (ids,)
+    )
+    return [EventRow(**r) for r in await cur.fetchall()]
+
+
 async def by_id(conn: Conn, event: uuid.UUID) -> EventRow:
     cur = await conn.execute(f"SELECT {_COLUMNS} FROM orchestrator.events WHERE id = %s", (event,))
     return EventRow(**await cur.fetchone())  # type: ignore[arg-type]

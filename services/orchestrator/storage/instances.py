@@ -223,15 +223,44 @@ async def append(
 async def claim_due(conn: Conn, worker: str, limit: int, lease: timedelta) -> list[InstanceRow]:
     """Claim runnable instances; a dead worker's expired claim is taken over."""
     cur = await conn.execute(
-        "UPDATE orchestrator.instances SET claimed_by = %s, claim_expires = now() + %s"
+        "UPDATE orchestrator.instances i SET claimed_by = %s, claim_expires = now() + %s"
         " WHERE id IN (SELECT id FROM orchestrator.instances"
         "   WHERE status = 'running' AND wake_time <= now()"
         "   AND (claim_expires IS NULL OR claim_expires < now())"
         "   ORDER BY wake_time LIMIT %s FOR UPDATE SKIP LOCKED)"
-        " RETURNING *",
+        f" RETURNING i.*, {holds.BOUNDARY_COLUMNS}",
         (worker, lease, limit),
     )
+    return [_with_hold(r) for r in await cur.fetchall()]
+
+
+async def start_steps(
+    conn: Conn, starts: list[tuple[uuid.UUID, int, timedelta]], lease: timedelta
+) -> list[InstanceRow]:
+    """Log `step_started` for each (instance, step, step timeout) this transaction holds
+    claimed, count the attempt and extend the lease past the step: one round trip."""
+    if not starts:
+        return []
+    cur = await conn.execute(
+        "WITH started AS (SELECT * FROM unnest(%s::uuid[], %s::int[], %s::interval[])"
+        "   AS s(id, step, timeout)),"
+        " logged AS (INSERT INTO orchestrator.instance_log"
+        "   (instance_id, position, kind, step, attempt, detail)"
+        "   SELECT s.id, (SELECT coalesce(max(l.position), 0) + 1"
+        "     FROM orchestrator.instance_log l WHERE l.instance_id = s.id),"
+        "   'step_started', s.step, i.attempt + 1, '{}'::jsonb"
+        "   FROM started s JOIN orchestrator.instances i ON i.id = s.id)"
+        " UPDATE orchestrator.instances i SET attempt = i.attempt + 1,"
+        "   claim_expires = now() + %s + s.timeout, update_time = now()"
+        " FROM started s WHERE i.id = s.id RETURNING i.*",
+        ([s[0] for s in starts], [s[1] for s in starts], [s[2] for s in starts], lease),
+    )
     return [InstanceRow(**r) for r in await cur.fetchall()]
+
+
+def _with_hold(row: dict[str, Any]) -> InstanceRow:
+    hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
+    return InstanceRow(**row, hold=hold)
 
 
 async def claim_holders(conn: Conn, pattern: str) -> list[str]:
@@ -265,10 +294,7 @@ async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> Insta
         (instance_id, worker),
     )
     row = await cur.fetchone()
-    if row is None:
-        return None
-    hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
-    return InstanceRow(**row, hold=hold)
+    return _with_hold(row) if row else None
 
 
 async def update(conn: Conn, instance_id: uuid.UUID, **changes: Any) -> InstanceRow:

@@ -139,13 +139,17 @@ class KafkaBus(Bus):
         self, consumer: AIOKafkaConsumer, handler: Handler, group: str, max_batch: int
     ) -> None:
         fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
+        if not fetched:
+            return
+        # Every partition's records in one handler call and one commit: one
+        # transaction per poll, however many partitions this consumer owns.
+        batch = [_to_record(m, len(self._prefix)) for ms in fetched.values() for m in ms]
+        if await run_handler(handler, batch, group):
+            await consumer.commit({p: ms[-1].offset + 1 for p, ms in fetched.items()})
+            return
         for partition, messages in fetched.items():
-            batch = [_to_record(m, len(self._prefix)) for m in messages]
-            if await run_handler(handler, batch, group):
-                await consumer.commit({partition: messages[-1].offset + 1})
-            else:
-                await _rewind(consumer, partition, messages[0].offset)
-                await asyncio.sleep(RETRY_DELAY_S)
+            await _rewind(consumer, partition, messages[0].offset)
+        await asyncio.sleep(RETRY_DELAY_S)
 
 
 async def _rewind(consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> None:

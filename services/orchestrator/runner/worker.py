@@ -158,7 +158,7 @@ class Worker:
                 [(i.id, i.next_step, _timeout(_step(i))) for i in claimed if _startable(i)],
                 self._lease,
             )
-            unread = list({i.event for i in started} - self._events.keys())
+            unread = list({i.event for i in started if i.event not in self._events})
             for event in await event_store.by_ids(conn, unread) if unread else []:
                 self._remember(event)
         ready = {i.id: i for i in started}

@@ -1,34 +1,88 @@
-"""eventflow's stack in a process of its own, for the side-by-side benchmark.
+"""eventflow's stack in processes of its own, for the side-by-side benchmark.
 
-All five services in one process (as `eventflow dev` runs them) on the PostgreSQL and
-Kafka broker named by the usual EVENTFLOW_* variables, with every other setting at its
-default; the executor's guests run in its worker processes. Prints the gRPC address as one
-JSON line once it serves, then runs until SIGTERM. A process of its own so that the
-benchmark's load generator does not share its event loop, and its memory can be read.
+Production shape by default: this process serves registry, governance, vault and the
+executor (whose guests run in its worker processes), and starts ``EVENTFLOW_BENCH_ORCHESTRATORS``
+orchestrator replicas (default 2, one per core here) as child processes, which share ingest
+by Kafka partition and instances through the database (SKIP LOCKED), as replicas in a
+cluster do. ``EVENTFLOW_BENCH_ORCHESTRATORS=0`` runs all five services in this one process,
+as `eventflow dev` does. Settings come from the usual EVENTFLOW_* variables, every other one
+at its default. Prints the public gRPC address as one JSON line once everything serves, then
+runs until SIGTERM. A process tree of its own so that the load generator does not share its
+event loop, and its memory can be read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
+import sys
 
-from cli.stack import Stack
+from cli.stack import SERVICES, Stack
 from libs.config import Settings
+
+REPLICAS_ENV = "EVENTFLOW_BENCH_ORCHESTRATORS"
+REPLICA_FLAG = "--orchestrator-replica"
+READY_TIMEOUT_S = 60
 
 
 async def serve() -> None:
-    stack = await Stack.start(Settings.load())
+    replicas = int(os.environ.get(REPLICAS_ENV, "2"))
+    platform = tuple(s for s in SERVICES if s != "orchestrator") if replicas else SERVICES
+    stack = await Stack.start(Settings.load(), services=platform)
+    children: list[asyncio.subprocess.Process] = []
+    try:
+        for _ in range(replicas):
+            children.append(await _replica(stack.internal_address))
+        print(json.dumps({"address": stack.address}), flush=True)
+        await _until_stopped()
+    finally:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            await child.wait()
+        await stack.stop()
+
+
+async def _replica(platform: str) -> asyncio.subprocess.Process:
+    """An orchestrator in a process of its own, calling the platform's services."""
+    env = {
+        **os.environ,
+        "EVENTFLOW_REGISTRY_ADDRESS": platform,
+        "EVENTFLOW_EXECUTOR_ADDRESS": platform,
+        "EVENTFLOW_GOVERNANCE_ADDRESS": platform,
+        "EVENTFLOW_VAULT_ADDRESS": platform,
+    }
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.eventflow_server", REPLICA_FLAG,
+        env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    line = await asyncio.wait_for(child.stdout.readline(), READY_TIMEOUT_S)
+    if not line.startswith(b'{"address"'):
+        raise RuntimeError(f"an orchestrator replica did not start (exit {child.returncode})")
+    return child
+
+
+async def serve_replica() -> None:
+    stack = await Stack.start(Settings.load(), services=("orchestrator",))
     try:
         print(json.dumps({"address": stack.address}), flush=True)
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stopping.set)
-        await stopping.wait()
+        await _until_stopped()
     finally:
         await stack.stop()
 
 
+async def _until_stopped() -> None:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    await stopping.wait()
+
+
 if __name__ == "__main__":
-    asyncio.run(serve())
+    asyncio.run(serve_replica() if REPLICA_FLAG in sys.argv else serve())

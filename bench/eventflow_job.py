@@ -1,7 +1,8 @@
 """eventflow's side of the side-by-side benchmark: the same job and phases as the peers.
 
-The stack runs in its own process (bench/eventflow_server.py) on the benchmark's PostgreSQL
-and Kafka broker, settings at their defaults. A tenant uploads the reference action
+The stack runs in processes of its own (bench/eventflow_server.py: the platform services and
+two orchestrator replicas, as deployed) on the benchmark's PostgreSQL and Kafka broker,
+settings at their defaults. A tenant uploads the reference action
 `order-risk-scorer` (examples/actions, built from source) and a second admin approves it;
 two projects each publish a workflow triggered by ``orders.created``: one custom_action
 step, or the action three times. Each step's output upserts the ``order_risk`` projection

@@ -12,13 +12,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol
 
 import pytest
 import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.peers.apps import job
 from tests.harness.actions import ORDER_RISK_SCORER, build_example_actions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,73 +162,8 @@ EXPECTED_CURRENCY = {
 ASCII_WS = " \t\r\n"
 
 
-def _is_number(v: Any) -> TypeGuard[int | float]:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _is_upper_code(v: Any, n: int) -> bool:
-    return isinstance(v, str) and len(v) == n and all("A" <= c <= "Z" for c in v)
-
-
-def reference_score(p: dict[str, Any]) -> tuple[int, list[str]]:
-    """README "Score formula", verbatim."""
-    points, reasons = 0, []
-
-    def add(n: int, reason: str) -> None:
-        nonlocal points
-        points += n
-        reasons.append(reason)
-
-    amount = p["amount"]
-    if amount >= 5000:
-        add(40, "amount_very_high")
-    elif amount >= 1000:
-        add(25, "amount_high")
-    elif amount >= 250:
-        add(10, "amount_elevated")
-
-    customer = p.get("customer")
-    customer = customer if isinstance(customer, dict) else {}
-    age = customer.get("accountAgeDays")
-    if not _is_number(age):
-        add(20, "account_age_unknown")
-    elif age < 7:
-        add(25, "account_new")
-    elif age < 30:
-        add(10, "account_recent")
-
-    items = p.get("items")
-    items = items if isinstance(items, list) else []
-    if not items:
-        add(15, "no_items")
-    else:
-        units = 0
-        for item in items:
-            qty = item.get("qty") if isinstance(item, dict) else None
-            units += math.floor(max(qty, 0)) if _is_number(qty) else 1
-        if units >= 20:
-            add(20, "bulk_quantity")
-        elif units >= 10:
-            add(10, "many_units")
-
-    country = p.get("country")
-    country_ok = _is_upper_code(country, 2)
-    if not country_ok:
-        add(15, "country_unknown")
-    elif country in REVIEW_COUNTRIES:
-        add(30, "country_review_list")
-
-    currency = p.get("currency")
-    if not _is_upper_code(currency, 3):
-        add(10, "currency_invalid")
-    elif country_ok and country in EXPECTED_CURRENCY and EXPECTED_CURRENCY[country] != currency:
-        add(15, "currency_mismatch")
-
-    email = customer.get("email")
-    if not (isinstance(email, str) and "@" in email[1:-1]):
-        add(10, "email_invalid")
-
-    return min(points, 100), reasons
+# The README's "Score formula" in Python; the benchmark's peers compute the same.
+reference_score = job.score
 
 
 def reference_threshold(secrets: dict[str, Any]) -> int | None:
@@ -253,7 +189,7 @@ def reference_output(payload: Any, secrets: dict[str, Any] | None = None) -> Any
         return None
     if len(order_id) > 200:  # code points, like the module (a lone surrogate counts as one)
         return None
-    if not _is_number(amount) or not math.isfinite(amount) or amount < 0:
+    if not job.is_number(amount) or not math.isfinite(amount) or amount < 0:
         return None
     score, reasons = reference_score(payload)
     flagged = score >= threshold

@@ -59,7 +59,7 @@ def order(order_id: str) -> dict[str, Any]:
     }
 
 
-def _is_number(v: Any) -> TypeGuard[int | float]:
+def is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
@@ -87,7 +87,7 @@ def score(p: dict[str, Any]) -> tuple[int, list[str]]:
     customer = p.get("customer")
     customer = customer if isinstance(customer, dict) else {}
     age = customer.get("accountAgeDays")
-    if not _is_number(age):
+    if not is_number(age):
         add(20, "account_age_unknown")
     elif age < 7:
         add(25, "account_new")
@@ -102,7 +102,7 @@ def score(p: dict[str, Any]) -> tuple[int, list[str]]:
         units = 0
         for item in items:
             qty = item.get("qty") if isinstance(item, dict) else None
-            units += math.floor(max(qty, 0)) if _is_number(qty) else 1
+            units += math.floor(max(qty, 0)) if is_number(qty) else 1
         if units >= 20:
             add(20, "bulk_quantity")
         elif units >= 10:

@@ -107,8 +107,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "orchestrator_concurrency": Setting(
         "EVENTFLOW_ORCHESTRATOR_CONCURRENCY",
-        "16",
-        "Instances one orchestrator process drives at once.",
+        "64",
+        "Instances one orchestrator process drives at once (steps mostly wait on I/O).",
     ),
     "actions_disabled": Setting(
         "EVENTFLOW_ACTIONS_DISABLED",

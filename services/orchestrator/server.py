@@ -95,7 +95,7 @@ def build_orchestrator(
     webhooks: Webhooks,
     signing_secrets: SigningSecrets,
     *,
-    concurrency: int = 16,
+    concurrency: int = 64,
     outbox_poll_ms: int = 500,
     egress: EgressPolicy = DEFAULT_POLICY,
 ) -> Orchestrator:

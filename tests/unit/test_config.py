@@ -38,7 +38,7 @@ def test_every_setting_has_a_development_default() -> None:
         vault_address="",
         executor_workers=0,  # one per core
         webhooks_allow_private=False,
-        orchestrator_concurrency=16,
+        orchestrator_concurrency=64,
         actions_disabled=False,
         vault_keyring="",
         vault_keyring_file="",

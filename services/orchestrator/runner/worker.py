@@ -72,7 +72,7 @@ class Worker:
         pool: AsyncConnectionPool,
         steps: StepRunner,
         *,
-        concurrency: int = 16,
+        concurrency: int = 64,
         poll_interval_s: float = 0.2,
         lease: timedelta = LEASE,
     ) -> None:

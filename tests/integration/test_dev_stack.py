@@ -160,7 +160,7 @@ def test_dev_stack_serves_the_cli_and_keeps_data_across_restarts(dev: DevStack) 
     telemetry = (dev.home / ".eventflow" / "telemetry.log").read_text()
     assert "/eventflow.registry.v1.WorkflowService/PublishWorkflow" in telemetry
     assert credentials["api_key"] not in telemetry
-    assert credentials["api_key"].split("_")[2] not in telemetry
+    assert credentials["api_key"].split("_", 2)[2] not in telemetry
 
 
 def postgres_running(pgdata: Path) -> bool:

@@ -5,6 +5,7 @@ Standard library only (the peers' drivers import it from the peer venv, by file)
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import sys
@@ -145,19 +146,19 @@ def emit(figures: dict[str, Any]) -> None:
     print(json.dumps(figures), flush=True)
 
 
-class System:
+class System(abc.ABC):
     """What a driver needs from one system; run keys double as order ids."""
 
-    async def submit(self, steps: int, key: str) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def submit(self, steps: int, key: str) -> None: ...
 
+    @abc.abstractmethod
     async def finished(self, steps: int, prefix: str, count: int) -> tuple[int, int]:
         """(runs completed, runs failed) among the ``count`` keys that start with ``prefix``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def completions(self, steps: int, prefix: str) -> dict[str, float]:
         """key -> wall clock at which the engine recorded the run complete."""
-        raise NotImplementedError
 
 
 async def run_phase(

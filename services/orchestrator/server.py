@@ -136,7 +136,7 @@ def build_orchestrator(
     relay = OutboxRelay(pool, SCHEMA, bus, poll_interval_s=outbox_poll_ms / 1000)
     return Orchestrator(
         bindings,
-        Ingest(pool, worker.notify),
+        Ingest(pool, worker),
         worker,
         RegistryFeeds(pool, bus),
         relay,

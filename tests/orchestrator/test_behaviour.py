@@ -207,7 +207,7 @@ async def test_once_allows_exactly_one_instance_per_subject_under_concurrency(
     # Two ingesters with their own connection pools stand for two orchestrator
     # processes; each handles half of 20 concurrent events for one subject.
     pools = [await open_pool(database_url, max_size=4) for _ in range(2)]
-    ingesters = [Ingest(pool, lambda: None) for pool in pools]
+    ingesters = [Ingest(pool) for pool in pools]
     subject = f"user-{uuid.uuid4().hex[:6]}"
     records = [
         Record(

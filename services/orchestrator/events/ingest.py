@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -33,6 +33,7 @@ from libs.telemetry import w3c_context
 from services.orchestrator.domain import reentry
 from services.orchestrator.environments import SANDBOX_DISABLED, SANDBOX_PLANS
 from services.orchestrator.events.cloudevents import IncomingEvent, Invalid, parse_record
+from services.orchestrator.runner.worker import Handoff, Worker
 from services.orchestrator.storage import SCHEMA, instances, read_models
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import EventRow, QuarantinedRecord
@@ -63,10 +64,11 @@ class IngestReport:
 
 
 class Ingest:
-    def __init__(self, pool: AsyncConnectionPool, on_started: Callable[[], None]) -> None:
+    def __init__(self, pool: AsyncConnectionPool, worker: Worker | None = None) -> None:
         self._pool = pool
-        # Wakes this process's workers when instances were started.
-        self._on_started = on_started
+        # This process's worker: what it has room for is claimed in the ingest's own
+        # transaction and run as soon as that commits; the rest it is woken to claim.
+        self._worker = worker
 
     async def handle(self, batch: Sequence[Record]) -> None:
         await self.ingest(batch)
@@ -87,33 +89,45 @@ class Ingest:
 
     async def _ingest(self, batch: Sequence[Record], spans: list[Span]) -> IngestReport:
         parsed = [(record, parse_record(record.value, record.headers)) for record in batch]
-        async with transaction(self._pool) as conn:
-            tenants = {
-                (p.organization_id, p.project_id) for _, p in parsed if isinstance(p, IncomingEvent)
-            }
-            plans = await read_models.plans_for(conn, tenants)
-            valid: list[EventRow] = []
-            valid_spans: list[Span] = []
-            rejected: list[QuarantinedRecord] = []
-            for (record, result), span in zip(parsed, spans, strict=True):
-                problem = result if isinstance(result, Invalid) else _tenant_problem(result, plans)
-                if problem is not None:
-                    rejected.append(_quarantined(record, problem))
-                    span.set_attributes(
-                        {
-                            "eventflow.ingest.outcome": "quarantined",
-                            "eventflow.reason": problem.reason,
-                        }
+        handoff = Handoff.none()
+        try:
+            async with transaction(self._pool) as conn:
+                tenants = {
+                    (p.organization_id, p.project_id)
+                    for _, p in parsed
+                    if isinstance(p, IncomingEvent)
+                }
+                plans = await read_models.plans_for(conn, tenants)
+                valid: list[EventRow] = []
+                valid_spans: list[Span] = []
+                rejected: list[QuarantinedRecord] = []
+                for (record, result), span in zip(parsed, spans, strict=True):
+                    problem = (
+                        result if isinstance(result, Invalid) else _tenant_problem(result, plans)
                     )
-                else:
-                    assert isinstance(result, IncomingEvent)
-                    valid.append(_row(result, span))
-                    valid_spans.append(span)
-            await event_store.quarantine(conn, rejected)
-            for q in rejected:
-                await enqueue(conn, SCHEMA, *_invalid_record(q))
-            fresh = await event_store.insert_new(conn, valid)
-            started = await start_instances(conn, fresh)
+                    if problem is not None:
+                        rejected.append(_quarantined(record, problem))
+                        span.set_attributes(
+                            {
+                                "eventflow.ingest.outcome": "quarantined",
+                                "eventflow.reason": problem.reason,
+                            }
+                        )
+                    else:
+                        assert isinstance(result, IncomingEvent)
+                        valid.append(_row(result, span))
+                        valid_spans.append(span)
+                await event_store.quarantine(conn, rejected)
+                for q in rejected:
+                    await enqueue(conn, SCHEMA, *_invalid_record(q))
+                fresh = await event_store.insert_new(conn, valid)
+                started = await start_instances(conn, fresh)
+                if self._worker is not None and started:
+                    handoff = await self._worker.claim_new(conn, started, fresh)
+        except BaseException:
+            handoff.abort()
+            raise
+        handoff.start()
         stored = {event.id for event in fresh}
         for row, span in zip(valid, valid_spans, strict=True):
             span.set_attribute(
@@ -122,14 +136,15 @@ class Ingest:
         for q in rejected:
             QUARANTINED.add(1, {"reason": q.reason})
         INGESTED.add(len(fresh))
-        STARTED.add(started)
-        if started:
-            self._on_started()
-        return IngestReport(len(fresh), len(valid) - len(fresh), len(rejected), started)
+        STARTED.add(len(started))
+        return IngestReport(len(fresh), len(valid) - len(fresh), len(rejected), len(started))
 
 
-async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int:
-    """Start every matching workflow for each new event (re-entry permitting)."""
+async def start_instances(
+    conn: event_store.Conn, events: list[EventRow]
+) -> list[instances.NewInstance]:
+    """Start every matching workflow for each new event (re-entry permitting); returns
+    the instances created."""
     plan: list[tuple[EventRow, RunnableWorkflow, str | None]] = []
     matching: dict[tuple[str, str, str, str], list[RunnableWorkflow]] = {}
     for event in events:
@@ -149,7 +164,7 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
             if subject is not None and _reentry_applies(e, w)
         ],
     )
-    started = 0
+    started: list[instances.NewInstance] = []
     now = datetime.now(UTC)
     # Without re-entry nothing depends on what the batch starts: insert those together.
     unchecked: list[instances.NewInstance] = []
@@ -183,8 +198,10 @@ async def start_instances(conn: event_store.Conn, events: list[EventRow]) -> int
                 decision.reason,
             )
             continue
-        started += len(await instances.create_many(conn, [spec]))
-    return started + len(await instances.create_many(conn, unchecked))
+        if await instances.create_many(conn, [spec]):
+            started.append(spec)
+    created = set(await instances.create_many(conn, unchecked))
+    return started + [spec for spec in unchecked if spec.id in created]
 
 
 def _reentry_applies(event: EventRow, workflow: RunnableWorkflow) -> bool:

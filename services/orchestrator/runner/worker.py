@@ -43,7 +43,7 @@ from services.orchestrator.runner.steps import StepContext, StepRunner
 from services.orchestrator.storage import SCHEMA, dead_letters, instances, projections
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import Conn, EventRow
-from services.orchestrator.storage.instances import InstanceRow, LogLine
+from services.orchestrator.storage.instances import InstanceRow, LogLine, NewInstance
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
@@ -164,6 +164,44 @@ class Worker:
         ready = {i.id: i for i in started}
         self._started.update(ready)
         return [ready.get(i.id, i) for i in claimed]
+
+    async def claim_new(
+        self, conn: Conn, created: list[NewInstance], events: list[EventRow]
+    ) -> Handoff:
+        """Claim, in their creating transaction, the instances ``created`` there that this
+        worker has free slots for, and start their first steps: the handoff runs them once
+        that transaction commits, with no claim round trip or poll between. What is left
+        (no slot, a delay first, a hold) the worker claims as usual."""
+        startable = [
+            (spec.id, spec.next_step, _timeout(step))
+            for spec in created
+            if (step := spec.definition["steps"][spec.next_step])["type"] != "delay"
+        ]
+        slots = 0
+        while slots < len(startable) and not self._slots.locked():
+            await self._slots.acquire()  # a free slot is taken at once, never awaited
+            slots += 1
+        starts = startable[:slots]
+        try:
+            claimed = await instances.claim_and_start(conn, self.name, starts, self._lease)
+        except BaseException:
+            self._release(slots)
+            raise
+        by_id = {event.id: event for event in events}
+        return Handoff(self, [(row, by_id[row.event]) for row in claimed], slots, len(created))
+
+    def _adopt(self, claimed: list[tuple[InstanceRow, EventRow]]) -> None:
+        """Drive instances claimed (steps started) elsewhere, in slots already taken."""
+        for instance, event in claimed:
+            self._remember(event)
+            self._started.add(instance.id)
+            task = asyncio.create_task(self._drive(instance))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+    def _release(self, slots: int) -> None:
+        for _ in range(slots):
+            self._slots.release()
 
     async def _drive(self, instance: InstanceRow) -> None:
         """Run steps until the instance waits, retries later, or ends."""
@@ -450,6 +488,42 @@ class Worker:
             (("content-type", b"application/json"),),
         )
         OUTCOMES.add(1, {"status": "failed", "reason": outcome.reason})
+
+
+class Handoff:
+    """Instances a creating transaction claimed for a worker (``Worker.claim_new``),
+    in slots it reserved: started once the transaction commits, or given back."""
+
+    def __init__(
+        self,
+        worker: Worker | None,
+        claimed: list[tuple[InstanceRow, EventRow]],
+        slots: int,
+        created: int,
+    ) -> None:
+        self._worker = worker
+        self._claimed = claimed
+        self._slots = slots
+        self._created = created
+
+    @classmethod
+    def none(cls) -> Handoff:
+        return cls(None, [], 0, 0)
+
+    def start(self) -> None:
+        if self._worker is None:
+            return
+        self._worker._adopt(self._claimed)
+        self._worker._release(self._slots - len(self._claimed))
+        if self._created > len(self._claimed):
+            self._worker.notify()
+        self._worker = None
+
+    def abort(self) -> None:
+        """The transaction did not commit: nothing was claimed."""
+        if self._worker is not None:
+            self._worker._release(self._slots)
+            self._worker = None
 
 
 def _step_span(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -143,6 +143,7 @@ class NewInstance:
     is_test: bool = False
     run_key: str = ""
     next_step: int = 0
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 async def create_many(conn: Conn, specs: list[NewInstance]) -> list[uuid.UUID]:
@@ -162,7 +163,7 @@ async def create_many(conn: Conn, specs: list[NewInstance]) -> list[uuid.UUID]:
             " RETURNING id, workflow_version",
             [
                 (
-                    uuid.uuid4(),
+                    s.id,
                     s.organization_id,
                     s.project_id,
                     s.environment,
@@ -254,6 +255,35 @@ async def start_steps(
         "   claim_expires = now() + %s + s.timeout, update_time = now()"
         " FROM started s WHERE i.id = s.id RETURNING i.*",
         ([s[0] for s in starts], [s[1] for s in starts], [s[2] for s in starts], lease),
+    )
+    return [InstanceRow(**r) for r in await cur.fetchall()]
+
+
+async def claim_and_start(
+    conn: Conn, worker: str, starts: list[tuple[uuid.UUID, int, timedelta]], lease: timedelta
+) -> list[InstanceRow]:
+    """Claim instances this transaction created and log `step_started` for each (instance,
+    step, step timeout), in one round trip, so that the creating process runs them without
+    a claim of its own. One under a hold, or of a disabled workflow, is left for the
+    workers' claim, which holds it at the boundary."""
+    if not starts:
+        return []
+    cur = await conn.execute(
+        "WITH wanted AS (SELECT * FROM unnest(%s::uuid[], %s::int[], %s::interval[])"
+        "   AS s(id, step, timeout)),"
+        " free AS (SELECT * FROM (SELECT s.id, s.step, s.timeout, i.attempt,"
+        f"   {holds.BOUNDARY_COLUMNS} FROM wanted s JOIN orchestrator.instances i ON i.id = s.id"
+        "   WHERE i.status = 'running' AND i.claimed_by IS NULL) c"
+        "   WHERE c.hold_scope IS NULL AND c.workflow_status IS DISTINCT FROM 'paused'),"
+        " logged AS (INSERT INTO orchestrator.instance_log"
+        "   (instance_id, position, kind, step, attempt, detail)"
+        "   SELECT f.id, (SELECT coalesce(max(l.position), 0) + 1"
+        "     FROM orchestrator.instance_log l WHERE l.instance_id = f.id),"
+        "   'step_started', f.step, f.attempt + 1, '{}'::jsonb FROM free f)"
+        " UPDATE orchestrator.instances i SET claimed_by = %s, attempt = i.attempt + 1,"
+        "   claim_expires = now() + %s + f.timeout, update_time = now()"
+        " FROM free f WHERE i.id = f.id RETURNING i.*",
+        ([s[0] for s in starts], [s[1] for s in starts], [s[2] for s in starts], worker, lease),
     )
     return [InstanceRow(**r) for r in await cur.fetchall()]
 

@@ -9,6 +9,7 @@ try again, which is what makes processing at-least-once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -122,34 +123,55 @@ class KafkaBus(Bus):
             max_partition_fetch_bytes=MAX_RECORD_BYTES,
         )
         await consumer.start()
+        # A batch's offsets are committed while the next batch is fetched and handled:
+        # the broker round trip stays off the path of every event. Commits still land in
+        # order (each is awaited before the next is sent), and a crash before one lands
+        # only redelivers a batch the handler has made idempotent.
+        committing: asyncio.Task[None] | None = None
         try:
             while not stopping.is_set():
                 try:
-                    await self._poll_once(consumer, handler, group, max_batch)
+                    committing = await self._poll_once(
+                        consumer, handler, group, max_batch, committing
+                    )
                 except (CommitFailedError, KafkaError) as error:
                     # The group moved on without us (a long pause missed heartbeats):
                     # the uncommitted batch is redelivered to whoever owns the
                     # partition now, and handlers are idempotent. Rejoin and go on.
+                    committing = None
                     log.warning("consumer group %s: %s; rejoining", group, type(error).__name__)
                     await asyncio.sleep(RETRY_DELAY_S)
         finally:
+            if committing is not None:
+                with contextlib.suppress(CommitFailedError, KafkaError):
+                    await committing
             await consumer.stop()
 
     async def _poll_once(
-        self, consumer: AIOKafkaConsumer, handler: Handler, group: str, max_batch: int
-    ) -> None:
+        self,
+        consumer: AIOKafkaConsumer,
+        handler: Handler,
+        group: str,
+        max_batch: int,
+        committing: asyncio.Task[None] | None,
+    ) -> asyncio.Task[None] | None:
+        """Fetch and handle one batch; returns the commit of its offsets, under way."""
         fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
         if not fetched:
-            return
+            return committing
         # Every partition's records in one handler call and one commit: one
         # transaction per poll, however many partitions this consumer owns.
         batch = [_to_record(m, len(self._prefix)) for ms in fetched.values() for m in ms]
-        if await run_handler(handler, batch, group):
-            await consumer.commit({p: ms[-1].offset + 1 for p, ms in fetched.items()})
-            return
+        handled = await run_handler(handler, batch, group)
+        if committing is not None:
+            await committing  # the previous batch's, so commits land in order
+        if handled:
+            offsets = {p: ms[-1].offset + 1 for p, ms in fetched.items()}
+            return asyncio.create_task(consumer.commit(offsets))
         for partition, messages in fetched.items():
             await _rewind(consumer, partition, messages[0].offset)
         await asyncio.sleep(RETRY_DELAY_S)
+        return None
 
 
 async def _rewind(consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> None:

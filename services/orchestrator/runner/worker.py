@@ -89,6 +89,8 @@ class Worker:
         self._events: dict[uuid.UUID, EventRow] = {}
         # Claimed instances whose current step is already logged as started.
         self._started: set[uuid.UUID] = set()
+        # The last claim took as many as it had room for: more may be due.
+        self._backlog = False
 
     def notify(self) -> None:
         """Something became due now (new instances): look without waiting for the poll."""
@@ -142,13 +144,16 @@ class Worker:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._slots.release()
-        # A free slot may take more work now; waiting for the poll would cap
-        # throughput at concurrency / poll interval.
-        self._wake.set()
+        # When the last claim filled every free slot, more may be due: a freed slot
+        # takes it now, as waiting for the poll would cap throughput at concurrency
+        # per poll interval. Otherwise a claim now would only find nothing.
+        if self._backlog:
+            self._wake.set()
 
     async def _claim(self) -> list[InstanceRow]:
         free = self._concurrency - len(self._tasks)
         if free <= 0:
+            self._backlog = True
             return []
         async with transaction(self._pool) as conn:
             claimed = await instances.claim_due(conn, self.name, free, self._lease)
@@ -161,6 +166,7 @@ class Worker:
             unread = list({i.event for i in started if i.event not in self._events})
             for event in await event_store.by_ids(conn, unread) if unread else []:
                 self._remember(event)
+        self._backlog = len(claimed) == free
         ready = {i.id: i for i in started}
         self._started.update(ready)
         return [ready.get(i.id, i) for i in claimed]

@@ -21,6 +21,7 @@ import signal
 import sys
 
 from cli.stack import SERVICES, Stack
+from libs import runtime
 from libs.config import Settings
 
 REPLICAS_ENV = "EVENTFLOW_BENCH_ORCHESTRATORS"
@@ -36,6 +37,7 @@ async def serve() -> None:
     try:
         for _ in range(replicas):
             children.append(await _replica(stack.internal_address))
+        runtime.settle_heap()
         print(json.dumps({"address": stack.address}), flush=True)
         await _until_stopped()
     finally:
@@ -70,6 +72,7 @@ async def _replica(platform: str) -> asyncio.subprocess.Process:
 async def serve_replica() -> None:
     stack = await Stack.start(Settings.load(), services=("orchestrator",))
     try:
+        runtime.settle_heap()
         print(json.dumps({"address": stack.address}), flush=True)
         await _until_stopped()
     finally:
@@ -85,4 +88,4 @@ async def _until_stopped() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve_replica() if REPLICA_FLAG in sys.argv else serve())
+    runtime.run(serve_replica() if REPLICA_FLAG in sys.argv else serve())

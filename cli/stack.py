@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from libs import runtime
 from libs.auth import KeyStore, Principal, Role, parse_api_key
 from libs.bus import Bus, create_bus
 from libs.config import Settings
@@ -251,7 +252,7 @@ def run_serve(service: str, config: Path | None) -> int:
     # Production logs go to collectors: JSON lines carrying trace ids.
     configure_logging(settings.log_level, settings.log_format or "json", f"eventflow-{service}")
     setup_telemetry(f"eventflow-{service}", settings.telemetry_exporter or "none")
-    return asyncio.run(_serve_until_signal(settings, banner=None, services=(service,)))
+    return runtime.run(_serve_until_signal(settings, banner=None, services=(service,)))
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -282,7 +283,7 @@ def run_dev(args: argparse.Namespace) -> int:
         database_url=database_url,
         vault_keyring_file=keyring_file,
     )
-    return asyncio.run(_serve_until_signal(settings, banner=data_dir))
+    return runtime.run(_serve_until_signal(settings, banner=data_dir))
 
 
 def _dev_operator_token(data_dir: Path) -> str:
@@ -331,6 +332,7 @@ async def _serve_until_signal(
     settings: Settings, banner: Path | None, services: tuple[str, ...] = SERVICES
 ) -> int:
     stack = await Stack.start(settings, services)
+    runtime.settle_heap()
     try:
         if banner is not None:
             credentials = await bootstrap_dev_tenant(stack, banner)

@@ -153,16 +153,24 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def phase_figures(sent: dict[str, float], done: dict[str, float]) -> dict[str, float]:
+def phase_figures(
+    sent: dict[str, float], done: dict[str, float], accepted: dict[str, float] | None = None
+) -> dict[str, float]:
     """Runs/s from the first send to the last completion, and latency percentiles (ms).
 
-    ``sent``: run key -> wall clock when it was offered; ``done``: run key -> wall clock when
-    the engine recorded it complete. Keys in ``sent`` without a completion are not counted.
+    ``sent``: run key -> wall clock when it was offered; ``accepted``: when the system
+    acknowledged it (the broker's ack, the client call's return), where latency starts, as
+    the issue defines it ("event accepted -> run complete"); ``done``: when the engine
+    recorded it complete. The same percentiles from the offer are kept beside them
+    (``*_from_offer_ms``): they add the client's own send. Keys without a completion are
+    not counted.
     """
     finished = [k for k in sent if k in done]
-    latencies = [(done[k] - sent[k]) * 1000 for k in finished]
     if not finished:
         return {"offered": len(sent), "completed": 0}
+    start = accepted if accepted is not None else sent
+    latencies = [(done[k] - start.get(k, sent[k])) * 1000 for k in finished]
+    from_offer = [(done[k] - sent[k]) * 1000 for k in finished]
     elapsed = max(done[k] for k in finished) - min(sent.values())
     return {
         "offered": len(sent),
@@ -170,4 +178,6 @@ def phase_figures(sent: dict[str, float], done: dict[str, float]) -> dict[str, f
         "runs_per_s": len(finished) / elapsed if elapsed > 0 else 0.0,
         "p50_ms": percentile(latencies, 0.5),
         "p99_ms": percentile(latencies, 0.99),
+        "p50_from_offer_ms": percentile(from_offer, 0.5),
+        "p99_from_offer_ms": percentile(from_offer, 0.99),
     }

@@ -83,11 +83,13 @@ def run_keys(prefix: str, count: int) -> list[str]:
 
 
 class Offers:
-    """Keys offered (wall clock at the offer) and keys the system refused or dropped."""
+    """Keys offered (wall clock at the offer and when the system accepted them) and keys
+    the system refused or dropped."""
 
     def __init__(self, submit: Submit) -> None:
         self._submit = submit
         self.sent: dict[str, float] = {}
+        self.accepted: dict[str, float] = {}
         self.refused: dict[str, str] = {}
 
     async def offer(self, key: str) -> None:
@@ -97,6 +99,8 @@ class Offers:
         except Exception as error:  # a refused offer is a figure, not the end of the run
             del self.sent[key]
             self.refused[key] = f"{type(error).__name__}: {error}"
+            return
+        self.accepted[key] = time.time()
 
 
 async def saturate(offers: Offers, keys: list[str], offer_s: float) -> None:
@@ -181,7 +185,7 @@ async def run_phase(
 
     complete = await until(settled, spec["timeout_s"])
     figures: dict[str, Any] = job.phase_figures(
-        offers.sent, await system.completions(steps, prefix)
+        offers.sent, await system.completions(steps, prefix), offers.accepted
     )
     figures.update(
         offered=len(keys),

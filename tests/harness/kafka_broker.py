@@ -63,6 +63,21 @@ JVM_OPTS = (
     "-Djava.awt.headless=true",
 )
 
+# What Kafka's own start scripts run a broker with (kafka-server-start.sh's 1 GiB heap,
+# kafka-run-class.sh's performance options): for measuring, where the broker should be the
+# one a deployment runs, not one tuned to start fast.
+PRODUCTION_JVM_OPTS = (
+    "-Xms1g",
+    "-Xmx1g",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+
 # Without a config, log4j2 logs only errors, and the line we wait for is at INFO.
 LOG4J2_PROPERTIES = """\
 status = warn
@@ -183,6 +198,7 @@ class KafkaBroker:
         work_dir: Path,
         cache_dir: Path = CACHE_DIR,
         timeout: float = START_TIMEOUT_S,
+        jvm_opts: tuple[str, ...] = JVM_OPTS,
     ) -> KafkaBroker:
         """Format fresh storage under `work_dir` and start a broker on free loopback ports.
 
@@ -194,12 +210,14 @@ class KafkaBroker:
         work_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(PORT_ATTEMPTS - 1):
             with contextlib.suppress(_PortTaken):
-                return cls._start_once(java, libs, work_dir, timeout)
-        return cls._start_once(java, libs, work_dir, timeout)
+                return cls._start_once(java, libs, work_dir, timeout, jvm_opts)
+        return cls._start_once(java, libs, work_dir, timeout, jvm_opts)
 
     @classmethod
-    def _start_once(cls, java: str, libs: Path, work_dir: Path, timeout: float) -> KafkaBroker:
-        broker = cls._launch(java, libs, work_dir)
+    def _start_once(
+        cls, java: str, libs: Path, work_dir: Path, timeout: float, jvm_opts: tuple[str, ...]
+    ) -> KafkaBroker:
+        broker = cls._launch(java, libs, work_dir, jvm_opts)
         try:
             broker._wait_until_ready(timeout)
         except BaseException:
@@ -208,7 +226,9 @@ class KafkaBroker:
         return broker
 
     @classmethod
-    def _launch(cls, java: str, libs: Path, work_dir: Path) -> KafkaBroker:
+    def _launch(
+        cls, java: str, libs: Path, work_dir: Path, jvm_opts: tuple[str, ...]
+    ) -> KafkaBroker:
         broker_port, controller_port = _free_ports(2)
         config = _write_config(work_dir, broker_port, controller_port)
         _format_storage(java, libs, work_dir, config)
@@ -217,7 +237,7 @@ class KafkaBroker:
             # Own session: a Ctrl-C meant for pytest does not hit the JVM mid-test, and
             # stop() can signal the whole group.
             process = subprocess.Popen(
-                [*_java_command(java, libs, work_dir), "kafka.Kafka", str(config)],
+                [*_java_command(java, libs, work_dir, jvm_opts), "kafka.Kafka", str(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -305,10 +325,12 @@ def _java() -> str:
     return java
 
 
-def _java_command(java: str, libs: Path, work_dir: Path) -> list[str]:
+def _java_command(
+    java: str, libs: Path, work_dir: Path, jvm_opts: tuple[str, ...] = JVM_OPTS
+) -> list[str]:
     return [
         java,
-        *JVM_OPTS,
+        *jvm_opts,
         f"-Dlog4j2.configurationFile={work_dir / 'log4j2.properties'}",
         "-cp",
         f"{libs}/*",

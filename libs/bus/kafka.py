@@ -1,9 +1,10 @@
 """The Kafka adapter (aiokafka).
 
 The producer is idempotent with ``acks=all``, so a retried send is written
-once. Consumers use groups with auto-commit off and commit after the
-handler succeeds; on failure they rewind to the last committed offsets and
-try again, which is what makes processing at-least-once.
+once. Consumers use groups with auto-commit off and commit only what a
+handler has handled (every 100 ms, in the background); on failure they
+rewind to the batch's first offset and try again, which is what makes
+processing at-least-once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -30,6 +32,7 @@ from libs.bus.base import (
 
 log = logging.getLogger(__name__)
 MAX_RECORD_BYTES = 2 * 1024 * 1024
+COMMIT_INTERVAL_S = 0.1
 
 
 class KafkaBus(Bus):
@@ -123,28 +126,22 @@ class KafkaBus(Bus):
             max_partition_fetch_bytes=MAX_RECORD_BYTES,
         )
         await consumer.start()
-        # A batch's offsets are committed while the next batch is fetched and handled:
-        # the broker round trip stays off the path of every event. Commits still land in
-        # order (each is awaited before the next is sent), and a crash before one lands
-        # only redelivers a batch the handler has made idempotent.
-        committing: asyncio.Task[None] | None = None
+        offsets = _Offsets(consumer)
         try:
             while not stopping.is_set():
                 try:
-                    committing = await self._poll_once(
-                        consumer, handler, group, max_batch, committing
-                    )
+                    await self._poll_once(consumer, handler, group, max_batch, offsets)
+                    await offsets.commit_due()
                 except (CommitFailedError, KafkaError) as error:
                     # The group moved on without us (a long pause missed heartbeats):
-                    # the uncommitted batch is redelivered to whoever owns the
+                    # the uncommitted batches are redelivered to whoever owns the
                     # partition now, and handlers are idempotent. Rejoin and go on.
-                    committing = None
+                    offsets.forget()
                     log.warning("consumer group %s: %s; rejoining", group, type(error).__name__)
                     await asyncio.sleep(RETRY_DELAY_S)
         finally:
-            if committing is not None:
-                with contextlib.suppress(CommitFailedError, KafkaError):
-                    await committing
+            with contextlib.suppress(CommitFailedError, KafkaError):
+                await offsets.commit_all()
             await consumer.stop()
 
     async def _poll_once(
@@ -153,25 +150,74 @@ class KafkaBus(Bus):
         handler: Handler,
         group: str,
         max_batch: int,
-        committing: asyncio.Task[None] | None,
-    ) -> asyncio.Task[None] | None:
-        """Fetch and handle one batch; returns the commit of its offsets, under way."""
+        offsets: _Offsets,
+    ) -> None:
         fetched = await consumer.getmany(timeout_ms=200, max_records=max_batch)
         if not fetched:
-            return committing
-        # Every partition's records in one handler call and one commit: one
-        # transaction per poll, however many partitions this consumer owns.
+            return
+        # Every partition's records in one handler call: one transaction per poll,
+        # however many partitions this consumer owns.
         batch = [_to_record(m, len(self._prefix)) for ms in fetched.values() for m in ms]
-        handled = await run_handler(handler, batch, group)
-        if committing is not None:
-            await committing  # the previous batch's, so commits land in order
-        if handled:
-            offsets = {p: ms[-1].offset + 1 for p, ms in fetched.items()}
-            return asyncio.create_task(consumer.commit(offsets))
+        if await run_handler(handler, batch, group):
+            offsets.handled({p: ms[-1].offset + 1 for p, ms in fetched.items()})
+            return
         for partition, messages in fetched.items():
             await _rewind(consumer, partition, messages[0].offset)
         await asyncio.sleep(RETRY_DELAY_S)
-        return None
+
+
+class _Offsets:
+    """Offsets of handled batches, committed every COMMIT_INTERVAL_S in the background.
+
+    Not one commit per batch: each is a broker round trip and a write to the offsets
+    log, and under a steady trickle a poll holds one record. Committing behind the
+    handler keeps that off every record's path; one commit in flight at a time keeps
+    them in order. What a crash leaves uncommitted (at most an interval's batches) is
+    redelivered to handlers that are idempotent.
+    """
+
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self._consumer = consumer
+        self._pending: dict[TopicPartition, int] = {}
+        self._in_flight: asyncio.Task[None] | None = None
+        self._last = time.monotonic()
+
+    def handled(self, offsets: dict[TopicPartition, int]) -> None:
+        self._pending.update(offsets)
+
+    async def commit_due(self) -> None:
+        """Start a commit of what is pending if the interval has passed and none is under
+        way; a failed earlier commit raises here."""
+        if self._in_flight is not None:
+            if not self._in_flight.done():
+                return
+            finished, self._in_flight = self._in_flight, None
+            await finished
+        if self._pending and time.monotonic() - self._last >= COMMIT_INTERVAL_S:
+            pending, self._pending = self._pending, {}
+            self._last = time.monotonic()
+            self._in_flight = asyncio.create_task(self._consumer.commit(pending))
+
+    async def commit_all(self) -> None:
+        if self._in_flight is not None:
+            finished, self._in_flight = self._in_flight, None
+            await finished
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            await self._consumer.commit(pending)
+
+    def forget(self) -> None:
+        """The group rebalanced under us: what was pending is the new owner's to redo."""
+        self._pending.clear()
+        if self._in_flight is not None:
+            # Its failure (the likely outcome) has been reported by the rebalance itself.
+            self._in_flight.add_done_callback(_ignore_outcome)
+            self._in_flight = None
+
+
+def _ignore_outcome(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _rewind(consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> None:

@@ -1,7 +1,7 @@
 """eventflow's side of the side-by-side benchmark: the same job and phases as the peers.
 
 The stack runs in processes of its own (bench/eventflow_server.py: the platform services and
-two orchestrator replicas, as deployed) on the benchmark's PostgreSQL and Kafka broker,
+the orchestrator, as deployed) on the benchmark's PostgreSQL and Kafka broker,
 settings at their defaults. A tenant uploads the reference action
 `order-risk-scorer` (examples/actions, built from source) and a second admin approves it;
 two projects each publish a workflow triggered by ``orders.created``: one custom_action
@@ -275,7 +275,7 @@ class EventflowInstance:
         await self.producer.start()
         for steps in self.shapes:
             await self.system.until_live(steps, "eventflow")
-        replicas = int(os.environ.get(REPLICAS_ENV, "2"))
+        replicas = int(os.environ.get(REPLICAS_ENV, "1"))
         await ingest_group_settled(self.kafka, self.namespace, max(replicas, 1))
 
     def pids(self) -> list[int]:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-INTERVAL_S = 0.25
+INTERVAL_S = 1.0
 
 
 def _children(pid: int) -> list[int]:

@@ -196,8 +196,8 @@ class _Handle:
         if not batch or not self.alive:
             return
         payload = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-        self.writer.write(_FRAME.pack(len(payload)))
-        self.writer.write(payload)
+        # One write, one send: each write is a system call that wakes the worker.
+        self.writer.write(_FRAME.pack(len(payload)) + payload)
 
     async def read_replies(self, on_exit: Callable[[_Handle], None]) -> None:
         try:

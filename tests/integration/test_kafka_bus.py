@@ -86,10 +86,10 @@ async def test_a_failed_batch_is_redelivered_and_commits_only_after_success(
     assert [r.value for r in later] == [b"next"]
 
 
-async def test_commits_made_behind_the_next_batch_all_land_before_stop(
+async def test_offsets_committed_in_the_background_all_land_before_stop(
     kafka_bootstrap: str,
 ) -> None:
-    """Each batch's offsets are committed while the next is handled; a consumer that
+    """Handled offsets are committed behind the handler, every 100 ms; a consumer that
     stops right after its last batch still leaves every offset committed."""
     bus = KafkaBus(kafka_bootstrap)
     await bus.start()

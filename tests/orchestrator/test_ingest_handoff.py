@@ -69,6 +69,24 @@ def _records(tenant: Tenant, event_type: str, count: int) -> tuple[list[Record],
     return records, ids
 
 
+async def _handoff_setup(
+    tenant: Tenant,
+    receiver: Receiver,
+    producer: AIOKafkaProducer,
+    pool: Any,
+    path: str,
+    events: int,
+    concurrency: int,
+) -> tuple[Worker, RecordingSteps, list[Record], list[str]]:
+    """A live webhook workflow, a worker whose loop is not started, and ``events`` records
+    that start it."""
+    _, event_type, _ = await live_webhook_workflow(tenant, receiver, producer, path)
+    steps = RecordingSteps()
+    worker = Worker(pool, cast(StepRunner, steps), concurrency=concurrency)
+    records, ids = _records(tenant, event_type, events)
+    return worker, steps, records, ids
+
+
 @pytest.fixture
 async def pool(database_url: str) -> Any:
     opened = await open_pool(database_url, max_size=4)
@@ -79,10 +97,9 @@ async def pool(database_url: str) -> Any:
 async def test_a_started_instance_runs_from_the_handoff_without_a_claim(
     tenant: Tenant, receiver: Receiver, producer: AIOKafkaProducer, database_url: str, pool: Any
 ) -> None:
-    _, event_type, _ = await live_webhook_workflow(tenant, receiver, producer, "/handoff")
-    steps = RecordingSteps()
-    worker = Worker(pool, cast(StepRunner, steps), concurrency=4)
-    records, ids = _records(tenant, event_type, 2)
+    worker, steps, records, ids = await _handoff_setup(
+        tenant, receiver, producer, pool, "/handoff", events=2, concurrency=4
+    )
 
     report = await Ingest(pool, worker).ingest(records)
 
@@ -185,10 +202,9 @@ async def test_a_claim_that_fails_gives_the_reserved_slots_back(
     pool: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _, event_type, _ = await live_webhook_workflow(tenant, receiver, producer, "/claim-fails")
-    steps = RecordingSteps()
-    worker = Worker(pool, cast(StepRunner, steps), concurrency=2)
-    records, ids = _records(tenant, event_type, 2)
+    worker, steps, records, ids = await _handoff_setup(
+        tenant, receiver, producer, pool, "/claim-fails", events=2, concurrency=2
+    )
 
     async def refused(*args: Any) -> Any:
         raise psycopg.errors.QueryCanceled("the claim statement was canceled")
@@ -210,10 +226,9 @@ async def test_a_commit_that_fails_gives_the_claimed_slots_back(
     pool: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _, event_type, _ = await live_webhook_workflow(tenant, receiver, producer, "/commit-fails")
-    steps = RecordingSteps()
-    worker = Worker(pool, cast(StepRunner, steps), concurrency=2)
-    records, ids = _records(tenant, event_type, 2)
+    worker, steps, records, ids = await _handoff_setup(
+        tenant, receiver, producer, pool, "/commit-fails", events=2, concurrency=2
+    )
 
     @asynccontextmanager
     async def failing_commit(opened: Any) -> AsyncIterator[Any]:

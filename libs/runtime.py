@@ -13,7 +13,8 @@ T = TypeVar("T")
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """Run a server's main coroutine on uvloop: the same asyncio API, with a loop written
-    in C that takes a fifth less CPU per event through the orchestrator (bench/README.md)."""
+    in C. At 200 events/s it cut the orchestrator's CPU by a fifth (82-86% of a core to
+    66-70%)."""
     return uvloop.run(main)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from services.orchestrator.storage import returned_rows
+
 Conn = AsyncConnection[Any]
 
 
@@ -63,7 +65,6 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
     """
     if not events:
         return []
-    fresh = []
     async with conn.cursor() as cur:
         await cur.executemany(
             "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
@@ -96,12 +97,7 @@ async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
             ],
             returning=True,
         )
-        while True:
-            row = await cur.fetchone()
-            if row is not None:
-                fresh.append(EventRow(**row))
-            if not cur.nextset():
-                break
+        fresh = [EventRow(**row) for row in await returned_rows(cur)]
     return fresh
 
 

@@ -19,7 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from services.orchestrator.domain.reentry import History
-from services.orchestrator.storage import holds
+from services.orchestrator.storage import holds, returned_rows
 
 Conn = AsyncConnection[Any]
 
@@ -182,13 +182,9 @@ async def create_many(conn: Conn, specs: list[NewInstance]) -> list[uuid.UUID]:
             ],
             returning=True,
         )
-        while True:
-            row = await cur.fetchone()
-            if row is not None:
-                created.append(row["id"])
-                versions.append(row["workflow_version"])
-            if not cur.nextset():
-                break
+        for row in await returned_rows(cur):
+            created.append(row["id"])
+            versions.append(row["workflow_version"])
     if created:
         # New rows of this transaction: their logs start at position 1.
         await conn.execute(

@@ -10,6 +10,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from libs.db import jsonb
+
 
 async def open_pool(
     url: str, *, max_size: int = 10, name: str = "eventflow"
@@ -17,6 +19,7 @@ async def open_pool(
     """Open a pool of ``max_size`` connections, waiting until one works so that start-up
     fails fast. The pool is opened full: a connection opened mid-burst costs a backend
     start and cold catalog caches right when the load arrives."""
+    jsonb.install()
     pool = AsyncConnectionPool(
         url,
         min_size=max_size,

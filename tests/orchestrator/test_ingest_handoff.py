@@ -10,6 +10,7 @@ whatever it runs it can only have had from the handoff.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -207,9 +208,9 @@ async def test_a_claim_that_fails_gives_the_reserved_slots_back(
     )
 
     async def refused(*args: Any) -> Any:
-        raise psycopg.errors.QueryCanceled("the claim statement was canceled")
+        raise psycopg.errors.QueryCanceled("the claiming insert was canceled")
 
-    monkeypatch.setattr(instance_store, "claim_and_start", refused)
+    monkeypatch.setattr(instance_store, "create_many", refused)
     with pytest.raises(psycopg.errors.QueryCanceled):
         await Ingest(pool, worker).ingest(records)
 
@@ -247,3 +248,29 @@ async def test_a_commit_that_fails_gives_the_claimed_slots_back(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_batch_is_stored_exactly_and_a_repeat_within_it_once(
+    tenant: Tenant, receiver: Receiver, producer: AIOKafkaProducer, database_url: str, pool: Any
+) -> None:
+    _, event_type, _ = await live_webhook_workflow(tenant, receiver, producer, "/exact")
+    steps = RecordingSteps()
+    worker = Worker(pool, cast(StepRunner, steps), concurrency=4)
+    data = {"order": "o-1", "n": 2**70 + 1, "when": "2026-11-30T12:00:00Z", "nested": [{"q": 2}]}
+    event_id = str(uuid.uuid4())
+    record = structured(tenant, event_type, data, id=event_id)
+    batch = [
+        Record(bus_topics.EVENTS, record, offset=0),
+        Record(bus_topics.EVENTS, record, offset=1),
+    ]
+
+    report = await Ingest(pool, worker).ingest(batch)
+
+    assert (report.stored, report.duplicates, report.started) == (1, 1, 1)
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(
+            "SELECT data::text FROM orchestrator.events WHERE event_id = %s", (event_id,)
+        )
+        assert [json.loads(text) for (text,) in await cur.fetchall()] == [data]
+    await eventually(lambda: _true(len(steps.ran) == 1), "the one instance to run")
+    await worker.stop()

@@ -37,7 +37,7 @@ from services.orchestrator.runner.worker import Handoff, Worker
 from services.orchestrator.storage import SCHEMA, instances, read_models
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import EventRow, QuarantinedRecord
-from services.orchestrator.storage.read_models import RunnableWorkflow
+from services.orchestrator.storage.read_models import EventKey, RunnableWorkflow
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
@@ -89,21 +89,20 @@ class Ingest:
 
     async def _ingest(self, batch: Sequence[Record], spans: list[Span]) -> IngestReport:
         parsed = [(record, parse_record(record.value, record.headers)) for record in batch]
-        handoff = Handoff.none()
+        handoff = self._worker.handoff() if self._worker is not None else Handoff.none()
         try:
             async with transaction(self._pool) as conn:
-                tenants = {
-                    (p.organization_id, p.project_id)
-                    for _, p in parsed
-                    if isinstance(p, IncomingEvent)
-                }
-                plans = await read_models.plans_for(conn, tenants)
+                found = await read_models.routes(
+                    conn, {_key(p) for _, p in parsed if isinstance(p, IncomingEvent)}
+                )
                 valid: list[EventRow] = []
                 valid_spans: list[Span] = []
                 rejected: list[QuarantinedRecord] = []
                 for (record, result), span in zip(parsed, spans, strict=True):
                     problem = (
-                        result if isinstance(result, Invalid) else _tenant_problem(result, plans)
+                        result
+                        if isinstance(result, Invalid)
+                        else _tenant_problem(result, found.plans)
                     )
                     if problem is not None:
                         rejected.append(_quarantined(record, problem))
@@ -121,9 +120,7 @@ class Ingest:
                 for q in rejected:
                     await enqueue(conn, SCHEMA, *_invalid_record(q))
                 fresh = await event_store.insert_new(conn, valid)
-                started = await start_instances(conn, fresh)
-                if self._worker is not None and started:
-                    handoff = await self._worker.claim_new(conn, started, fresh)
+                started = await start_instances(conn, fresh, found.workflows, handoff)
         except BaseException:
             handoff.abort()
             raise
@@ -141,17 +138,17 @@ class Ingest:
 
 
 async def start_instances(
-    conn: event_store.Conn, events: list[EventRow]
-) -> list[instances.NewInstance]:
-    """Start every matching workflow for each new event (re-entry permitting); returns
-    the instances created."""
+    conn: event_store.Conn,
+    events: list[EventRow],
+    workflows: dict[EventKey, list[RunnableWorkflow]],
+    handoff: Handoff,
+) -> list[instances.InstanceRow]:
+    """Start the ``workflows`` matching each new event (re-entry permitting), those the
+    handoff has room for claimed for its worker; returns the instances created."""
     plan: list[tuple[EventRow, RunnableWorkflow, str | None]] = []
-    matching: dict[tuple[str, str, str, str], list[RunnableWorkflow]] = {}
     for event in events:
         key = (event.organization_id, event.project_id, event.environment, event.type)
-        if key not in matching:
-            matching[key] = await read_models.matching(conn, *key)
-        for workflow in matching[key]:
+        for workflow in workflows.get(key, []):
             plan.append((event, workflow, reentry.subject_of(event.data)))
     # Two events for one subject in flight at once (here or in another
     # process) must not both pass a `once` check: lock every (workflow,
@@ -164,7 +161,8 @@ async def start_instances(
             if subject is not None and _reentry_applies(e, w)
         ],
     )
-    started: list[instances.NewInstance] = []
+    by_id = {event.id: event for event in events}
+    started: list[instances.InstanceRow] = []
     now = datetime.now(UTC)
     # Without re-entry nothing depends on what the batch starts: insert those together.
     unchecked: list[instances.NewInstance] = []
@@ -198,10 +196,19 @@ async def start_instances(
                 decision.reason,
             )
             continue
-        if await instances.create_many(conn, [spec]):
-            started.append(spec)
-    created = set(await instances.create_many(conn, unchecked))
-    return started + [spec for spec in unchecked if spec.id in created]
+        started += await _create(conn, [spec], by_id, handoff)
+    return started + await _create(conn, unchecked, by_id, handoff)
+
+
+async def _create(
+    conn: event_store.Conn,
+    specs: list[instances.NewInstance],
+    events: dict[uuid.UUID, EventRow],
+    handoff: Handoff,
+) -> list[instances.InstanceRow]:
+    created = await instances.create_many(conn, specs, await handoff.claim(specs))
+    handoff.took(created, events)
+    return created
 
 
 def _reentry_applies(event: EventRow, workflow: RunnableWorkflow) -> bool:
@@ -217,6 +224,10 @@ def _run_key(event: EventRow) -> str:
 
 def _mode(workflow: RunnableWorkflow) -> str:
     return str(workflow.definition.get("reentry", {}).get("mode", "always"))
+
+
+def _key(event: IncomingEvent) -> EventKey:
+    return (event.organization_id, event.project_id, event.environment, event.type)
 
 
 def _tenant_problem(event: IncomingEvent, plans: dict[tuple[str, str], str]) -> Invalid | None:

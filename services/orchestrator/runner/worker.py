@@ -43,7 +43,7 @@ from services.orchestrator.runner.steps import StepContext, StepRunner
 from services.orchestrator.storage import SCHEMA, dead_letters, instances, projections
 from services.orchestrator.storage import events as event_store
 from services.orchestrator.storage.events import Conn, EventRow
-from services.orchestrator.storage.instances import InstanceRow, LogLine, NewInstance
+from services.orchestrator.storage.instances import Claim, InstanceRow, LogLine, NewInstance
 
 log = logging.getLogger(__name__)
 meter = metrics.get_meter("eventflow.orchestrator")
@@ -171,30 +171,24 @@ class Worker:
         self._started.update(ready)
         return [ready.get(i.id, i) for i in claimed]
 
-    async def claim_new(
-        self, conn: Conn, created: list[NewInstance], events: list[EventRow]
-    ) -> Handoff:
-        """Claim, in their creating transaction, the instances ``created`` there that this
-        worker has free slots for, and start their first steps: the handoff runs them once
-        that transaction commits, with no claim round trip or poll between. What is left
-        (no slot, a delay first, a hold) the worker claims as usual."""
-        startable = [
-            (spec.id, spec.next_step, _timeout(step))
-            for spec in created
-            if (step := spec.definition["steps"][spec.next_step])["type"] != "delay"
-        ]
-        slots = 0
-        while slots < len(startable) and not self._slots.locked():
-            await self._slots.acquire()  # a free slot is taken at once, never awaited
-            slots += 1
-        starts = startable[:slots]
-        try:
-            claimed = await instances.claim_and_start(conn, self.name, starts, self._lease)
-        except BaseException:
-            self._release(slots)
-            raise
-        by_id = {event.id: event for event in events}
-        return Handoff(self, [(row, by_id[row.event]) for row in claimed], slots, len(created))
+    def handoff(self) -> Handoff:
+        """For an ingest transaction to create instances claimed for this worker (see
+        Handoff), so that they run as soon as it commits: no claim, no poll between."""
+        return Handoff(self)
+
+    async def _reserve(self, specs: list[NewInstance]) -> Claim:
+        """A free slot, taken now and never awaited, for each spec whose first step can
+        start at once (not a delay) while there is one; the claim to create those under."""
+        steps: dict[uuid.UUID, timedelta] = {}
+        for spec in specs:
+            step = spec.definition["steps"][spec.next_step]
+            if step["type"] == "delay":
+                continue
+            if self._slots.locked():
+                break
+            await self._slots.acquire()
+            steps[spec.id] = _timeout(step)
+        return Claim(self.name, self._lease, steps)
 
     def _adopt(self, claimed: list[tuple[InstanceRow, EventRow]]) -> None:
         """Drive instances claimed (steps started) elsewhere, in slots already taken."""
@@ -497,31 +491,43 @@ class Worker:
 
 
 class Handoff:
-    """Instances a creating transaction claimed for a worker (``Worker.claim_new``),
-    in slots it reserved: started once the transaction commits, or given back."""
+    """Instances a creating transaction claims for its process's worker, first steps
+    started. Slots are taken before the insert (a hold or a disabled workflow may still
+    leave an instance unclaimed); once the transaction commits, ``start`` runs what was
+    claimed and gives the other slots back. ``abort`` gives them all back."""
 
-    def __init__(
-        self,
-        worker: Worker | None,
-        claimed: list[tuple[InstanceRow, EventRow]],
-        slots: int,
-        created: int,
-    ) -> None:
+    def __init__(self, worker: Worker | None) -> None:
         self._worker = worker
-        self._claimed = claimed
-        self._slots = slots
-        self._created = created
+        self._slots = 0
+        self._claimed: list[tuple[InstanceRow, EventRow]] = []
+        self._unclaimed = 0
 
     @classmethod
     def none(cls) -> Handoff:
-        return cls(None, [], 0, 0)
+        return cls(None)
+
+    async def claim(self, specs: list[NewInstance]) -> Claim | None:
+        """The claim to create ``specs`` under, or None without a worker."""
+        if self._worker is None:
+            return None
+        claim = await self._worker._reserve(specs)
+        self._slots += len(claim.steps)
+        return claim
+
+    def took(self, created: list[InstanceRow], events: dict[uuid.UUID, EventRow]) -> None:
+        """Note what ``create_many`` made of the specs ``claim`` was asked about."""
+        for row in created:
+            if row.claimed_by is None:
+                self._unclaimed += 1
+            else:
+                self._claimed.append((row, events[row.event]))
 
     def start(self) -> None:
         if self._worker is None:
             return
         self._worker._adopt(self._claimed)
         self._worker._release(self._slots - len(self._claimed))
-        if self._created > len(self._claimed):
+        if self._unclaimed:
             self._worker.notify()
         self._worker = None
 

@@ -11,7 +11,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from services.orchestrator.storage import returned_rows
+from libs.db import jsonb
 
 Conn = AsyncConnection[Any]
 
@@ -59,46 +59,51 @@ _COLUMNS = (
 
 
 async def insert_new(conn: Conn, events: list[EventRow]) -> list[EventRow]:
-    """Insert events; return only those not seen before (redeliveries are skipped).
-
-    One pipelined statement per event, so a polled batch costs one round trip.
-    """
+    """Insert events; return only those not seen before (redeliveries are skipped), in
+    the order given. One statement however many there are."""
     if not events:
         return []
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO orchestrator.events (id, organization_id, project_id, environment,"
-            " event_id, type, source, subject, data, time, replay_skip_side_effects,"
-            " causation_id, correlation_id, depth, traceparent, tracestate, is_test)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
-            f" RETURNING {_COLUMNS}",
-            [
-                (
-                    event.id,
-                    event.organization_id,
-                    event.project_id,
-                    event.environment,
-                    event.event_id,
-                    event.type,
-                    event.source,
-                    event.subject,
-                    Jsonb(event.data),
-                    event.time,
-                    event.replay_skip_side_effects,
-                    event.causation_id,
-                    event.correlation_id,
-                    event.depth,
-                    event.traceparent,
-                    event.tracestate,
-                    event.is_test,
-                )
-                for event in events
-            ],
-            returning=True,
-        )
-        fresh = [EventRow(**row) for row in await returned_rows(cur)]
-    return fresh
+    cur = await conn.execute(
+        f"INSERT INTO orchestrator.events ({_NEW_COLUMNS}) SELECT {_NEW_COLUMNS}"
+        " FROM jsonb_to_recordset(%s) AS e(id uuid, organization_id text, project_id text,"
+        " environment text, event_id text, type text, source text, subject text, data jsonb,"
+        " time timestamptz, replay_skip_side_effects bool, causation_id text,"
+        " correlation_id text, depth int, traceparent text, tracestate text, is_test bool)"
+        " ON CONFLICT (organization_id, project_id, environment, event_id) DO NOTHING"
+        f" RETURNING {_COLUMNS}",
+        (jsonb.rows([_new(event) for event in events]),),
+    )
+    stored = {row["id"]: row for row in await cur.fetchall()}
+    return [EventRow(**stored[e.id]) for e in events if e.id in stored]
+
+
+_NEW_COLUMNS = (
+    "id, organization_id, project_id, environment, event_id, type, source, subject, data,"
+    " time, replay_skip_side_effects, causation_id, correlation_id, depth, traceparent,"
+    " tracestate, is_test"
+)
+
+
+def _new(event: EventRow) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "organization_id": event.organization_id,
+        "project_id": event.project_id,
+        "environment": event.environment,
+        "event_id": event.event_id,
+        "type": event.type,
+        "source": event.source,
+        "subject": event.subject,
+        "data": event.data,
+        "time": event.time,
+        "replay_skip_side_effects": event.replay_skip_side_effects,
+        "causation_id": event.causation_id,
+        "correlation_id": event.correlation_id,
+        "depth": event.depth,
+        "traceparent": event.traceparent,
+        "tracestate": event.tracestate,
+        "is_test": event.is_test,
+    }
 
 
 async def quarantine(conn: Conn, records: list[QuarantinedRecord]) -> None:

@@ -9,7 +9,6 @@ fails instead of writing a gap or a duplicate.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,8 +17,9 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from libs.db import jsonb
 from services.orchestrator.domain.reentry import History
-from services.orchestrator.storage import holds, returned_rows
+from services.orchestrator.storage import holds
 
 Conn = AsyncConnection[Any]
 
@@ -125,7 +125,7 @@ async def create(
             )
         ],
     )
-    return created[0] if created else None
+    return created[0].id if created else None
 
 
 @dataclass(frozen=True)
@@ -146,55 +146,94 @@ class NewInstance:
     id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
-async def create_many(conn: Conn, specs: list[NewInstance]) -> list[uuid.UUID]:
-    """Insert running instances, skipping those that exist; returns the new ids, each
-    logged `instance_created`. Two round trips however many there are."""
+@dataclass(frozen=True)
+class Claim:
+    """Instances to create claimed by ``worker``, their first steps started: ``steps``
+    holds each one's first step timeout, which the lease must outlast."""
+
+    worker: str
+    lease: timedelta
+    steps: dict[uuid.UUID, timedelta]
+
+
+# Every column but the definition, which the caller has already.
+_CREATED_COLUMNS = (
+    "id, organization_id, project_id, environment, workflow_id, workflow_version, event,"
+    " event_id, subject, status, next_step, attempt, waiting, wake_time, claimed_by,"
+    " claim_expires, is_test, skip_side_effects, run_key, create_time, update_time,"
+    " pause_reason"
+)
+
+
+async def create_many(
+    conn: Conn, specs: list[NewInstance], claim: Claim | None = None
+) -> list[InstanceRow]:
+    """Insert running instances, skipping those that exist, each logged `instance_created`;
+    returns the new ones in the order given. Those in ``claim`` are created claimed with
+    `step_started` logged, unless a hold or a disabled workflow stops them: those are left
+    to the workers' claim, which holds them at the boundary. One statement."""
     if not specs:
         return []
-    created: list[uuid.UUID] = []
-    versions: list[int] = []
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO orchestrator.instances (id, organization_id, project_id, environment,"
-            " workflow_id, workflow_version, definition, event, event_id, subject, status,"
-            " next_step, is_test, skip_side_effects, run_key)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, %s)"
-            " ON CONFLICT (event, workflow_id, run_key) DO NOTHING"
-            " RETURNING id, workflow_version",
-            [
-                (
-                    s.id,
-                    s.organization_id,
-                    s.project_id,
-                    s.environment,
-                    s.workflow_id,
-                    s.version,
-                    Jsonb(s.definition),
-                    s.event,
-                    s.event_id,
-                    s.subject,
-                    s.next_step,
-                    s.is_test,
-                    s.skip_side_effects,
-                    s.run_key,
-                )
-                for s in specs
-            ],
-            returning=True,
-        )
-        for row in await returned_rows(cur):
-            created.append(row["id"])
-            versions.append(row["workflow_version"])
-    if created:
-        # New rows of this transaction: their logs start at position 1.
-        await conn.execute(
-            "INSERT INTO orchestrator.instance_log (instance_id, position, kind, detail)"
-            " SELECT created.id, 1, 'instance_created',"
-            "   jsonb_build_object('workflow_version', created.version)"
-            " FROM unnest(%s::uuid[], %s::int[]) AS created(id, version)",
-            (created, versions),
-        )
-    return created
+    claimed = claim.steps if claim is not None else {}
+    cur = await conn.execute(
+        "WITH new AS (SELECT * FROM jsonb_to_recordset(%s) AS i(id uuid, organization_id text,"
+        "   project_id text, environment text, workflow_id uuid, workflow_version int,"
+        "   definition jsonb, event uuid, event_id text, subject text, next_step int,"
+        "   is_test bool, skip_side_effects bool, run_key text, step_timeout_ms bigint)),"
+        " checked AS (SELECT c.*, CASE WHEN c.step_timeout_ms IS NOT NULL"
+        "   AND c.hold_scope IS NULL AND c.workflow_status IS DISTINCT FROM 'paused'"
+        "   THEN %s::text END AS claimed_by"
+        f"   FROM (SELECT i.*, {holds.BOUNDARY_COLUMNS} FROM new i) c),"
+        " created AS (INSERT INTO orchestrator.instances (id, organization_id, project_id,"
+        "   environment, workflow_id, workflow_version, definition, event, event_id, subject,"
+        "   status, next_step, is_test, skip_side_effects, run_key, attempt, claimed_by,"
+        "   claim_expires)"
+        "   SELECT id, organization_id, project_id, environment, workflow_id, workflow_version,"
+        "   definition, event, event_id, subject, 'running', next_step, is_test,"
+        "   skip_side_effects, run_key, CASE WHEN claimed_by IS NULL THEN 0 ELSE 1 END,"
+        "   claimed_by, CASE WHEN claimed_by IS NOT NULL"
+        "   THEN now() + %s::interval + make_interval(secs => step_timeout_ms / 1000.0) END"
+        "   FROM checked ON CONFLICT (event, workflow_id, run_key) DO NOTHING"
+        f"   RETURNING {_CREATED_COLUMNS}),"
+        # New rows of this statement: their logs start at position 1.
+        " logged AS (INSERT INTO orchestrator.instance_log"
+        "   (instance_id, position, kind, step, attempt, detail)"
+        "   SELECT id, 1, 'instance_created', NULL, NULL,"
+        "   jsonb_build_object('workflow_version', workflow_version) FROM created"
+        "   UNION ALL SELECT id, 2, 'step_started', next_step, 1, '{}'::jsonb"
+        "   FROM created WHERE claimed_by IS NOT NULL)"
+        " SELECT * FROM created",
+        (
+            jsonb.rows([_new(spec, claimed.get(spec.id)) for spec in specs]),
+            claim.worker if claim is not None else None,
+            claim.lease if claim is not None else None,
+        ),
+    )
+    rows = {row["id"]: row for row in await cur.fetchall()}
+    return [InstanceRow(**rows[s.id], definition=s.definition) for s in specs if s.id in rows]
+
+
+def _new(spec: NewInstance, step_timeout: timedelta | None) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "organization_id": spec.organization_id,
+        "project_id": spec.project_id,
+        "environment": spec.environment,
+        "workflow_id": spec.workflow_id,
+        "workflow_version": spec.version,
+        "definition": spec.definition,
+        "event": spec.event,
+        "event_id": spec.event_id,
+        "subject": spec.subject,
+        "next_step": spec.next_step,
+        "is_test": spec.is_test,
+        "skip_side_effects": spec.skip_side_effects,
+        "run_key": spec.run_key,
+        # Claimed with its first step started: the step's timeout, which the lease outlasts.
+        "step_timeout_ms": (
+            step_timeout // timedelta(milliseconds=1) if step_timeout is not None else None
+        ),
+    }
 
 
 async def append(
@@ -251,35 +290,6 @@ async def start_steps(
         "   claim_expires = now() + %s + s.timeout, update_time = now()"
         " FROM started s WHERE i.id = s.id RETURNING i.*",
         ([s[0] for s in starts], [s[1] for s in starts], [s[2] for s in starts], lease),
-    )
-    return [InstanceRow(**r) for r in await cur.fetchall()]
-
-
-async def claim_and_start(
-    conn: Conn, worker: str, starts: list[tuple[uuid.UUID, int, timedelta]], lease: timedelta
-) -> list[InstanceRow]:
-    """Claim instances this transaction created and log `step_started` for each (instance,
-    step, step timeout), in one round trip, so that the creating process runs them without
-    a claim of its own. One under a hold, or of a disabled workflow, is left for the
-    workers' claim, which holds it at the boundary."""
-    if not starts:
-        return []
-    cur = await conn.execute(
-        "WITH wanted AS (SELECT * FROM unnest(%s::uuid[], %s::int[], %s::interval[])"
-        "   AS s(id, step, timeout)),"
-        " free AS (SELECT * FROM (SELECT s.id, s.step, s.timeout, i.attempt,"
-        f"   {holds.BOUNDARY_COLUMNS} FROM wanted s JOIN orchestrator.instances i ON i.id = s.id"
-        "   WHERE i.status = 'running' AND i.claimed_by IS NULL) c"
-        "   WHERE c.hold_scope IS NULL AND c.workflow_status IS DISTINCT FROM 'paused'),"
-        " logged AS (INSERT INTO orchestrator.instance_log"
-        "   (instance_id, position, kind, step, attempt, detail)"
-        "   SELECT f.id, (SELECT coalesce(max(l.position), 0) + 1"
-        "     FROM orchestrator.instance_log l WHERE l.instance_id = f.id),"
-        "   'step_started', f.step, f.attempt + 1, '{}'::jsonb FROM free f)"
-        " UPDATE orchestrator.instances i SET claimed_by = %s, attempt = i.attempt + 1,"
-        "   claim_expires = now() + %s + f.timeout, update_time = now()"
-        " FROM free f WHERE i.id = f.id RETURNING i.*",
-        ([s[0] for s in starts], [s[1] for s in starts], [s[2] for s in starts], worker, lease),
     )
     return [InstanceRow(**r) for r in await cur.fetchall()]
 
@@ -443,17 +453,20 @@ async def log_and_update(
         "   FROM orchestrator.instance_log WHERE instance_id = %s),"
         " logged AS (INSERT INTO orchestrator.instance_log"
         "   (instance_id, position, kind, step, attempt, detail)"
-        "   SELECT %s, base.last + line.n, line.kind, line.step, line.attempt, line.detail::jsonb"
-        "   FROM base, unnest(%s::text[], %s::int[], %s::int[], %s::text[])"
+        "   SELECT %s, base.last + line.n, line.kind, line.step, line.attempt, line.detail"
+        "   FROM base, ROWS FROM (jsonb_to_recordset(%s)"
+        "   AS (kind text, step int, attempt int, detail jsonb))"
         "   WITH ORDINALITY AS line(kind, step, attempt, detail, n))"
         f" UPDATE orchestrator.instances SET {sets}update_time = now() WHERE id = %s RETURNING *",
         (
             instance_id,
             instance_id,
-            [line[0] for line in lines],
-            [line[1] for line in lines],
-            [line[2] for line in lines],
-            [json.dumps(line[3], ensure_ascii=False) for line in lines],
+            jsonb.rows(
+                [
+                    {"kind": kind, "step": step, "attempt": attempt, "detail": detail}
+                    for kind, step, attempt, detail in lines
+                ]
+            ),
             *changes.values(),
             instance_id,
         ),

@@ -113,6 +113,47 @@ async def plans_for(conn: Conn, tenants: set[tuple[str, str]]) -> dict[tuple[str
     return {(r["organization_id"], r["project_id"]): r["plan"] for r in rows}
 
 
+EventKey = tuple[str, str, str, str]  # organization, project, environment, event type
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Where a batch of events goes: each known tenant's plan, and the workflows each
+    (tenant, environment, type) starts."""
+
+    plans: dict[tuple[str, str], str]
+    workflows: dict[EventKey, list[RunnableWorkflow]]
+
+
+async def routes(conn: Conn, keys: set[EventKey]) -> Routes:
+    """The plans and ``matching`` workflows of every key, in one round trip."""
+    if not keys:
+        return Routes({}, {})
+    orgs, projects, environments, types = (list(column) for column in zip(*keys, strict=True))
+    cur = await conn.execute(
+        "SELECT want.org, want.project, want.environment, want.type, t.plan,"
+        " w.workflow_id, w.version, w.definition"
+        " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])"
+        "   AS want(org, project, environment, type)"
+        " JOIN orchestrator.tenants t"
+        "   ON t.organization_id = want.org AND t.project_id = want.project"
+        " LEFT JOIN orchestrator.workflows w ON w.organization_id = want.org"
+        "   AND w.project_id = want.project AND w.environment = want.environment"
+        "   AND w.trigger_event = want.type AND w.status = 'active' AND w.version IS NOT NULL"
+        " ORDER BY w.workflow_id",
+        (orgs, projects, environments, types),
+    )
+    found = Routes({}, {})
+    for row in await cur.fetchall():
+        key = (row["org"], row["project"], row["environment"], row["type"])
+        found.plans[key[:2]] = row["plan"]
+        workflows = found.workflows.setdefault(key, [])
+        if row["workflow_id"] is not None:
+            workflow = RunnableWorkflow(row["workflow_id"], row["version"], row["definition"])
+            workflows.append(workflow)
+    return found
+
+
 @dataclass(frozen=True)
 class WorkflowRecord:
     """One workflow as the orchestrator knows it: published version and current draft."""

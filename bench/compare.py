@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import eventflow_job, floors, report, side_by_side
+from bench import eventflow_job, floors, kafka_warmup, report, side_by_side
 from bench.peers import dbos, peer, restate, temporal
 from bench.peers.apps.offer import Plan
 from tests.harness.kafka_broker import PRODUCTION_JVM_OPTS, KafkaBroker, fetch
@@ -95,12 +95,13 @@ async def _run(folder: Path, plan: Plan, peers: list[str]) -> dict[str, Any]:
             folder, str(server.get_uri()), dataclasses.asdict(plan), _postmaster(folder / "pg")
         )
         with KafkaBroker.start(folder / "kafka", jvm_opts=PRODUCTION_JVM_OPTS) as broker:
+            kafka_floor = await floors.kafka(broker.bootstrap)
+            await kafka_warmup.warm(broker.bootstrap)
             systems = {
                 "eventflow": await measure_eventflow(
                     bench, broker.bootstrap, [broker.process.pid], plan
                 )
             }
-            kafka_floor = await floors.kafka(broker.bootstrap)
         systems.update(await measure_peers(bench, plan, peers))
         floor = floors.as_json(
             kafka_floor,

@@ -40,7 +40,8 @@ class Plan:
     """
 
     shapes: list[int] = field(default_factory=lambda: [1, 3])
-    warmup: int = 20
+    # One second's worth at the fixed rate.
+    warmup: int = 200
     rate: float = 200.0
     rate_seconds: float = 30.0
     rate_drain_s: float = 5.0
@@ -218,10 +219,16 @@ async def _window_rate(system: System, steps: int, prefix: str, since: float) ->
 async def run_phases(
     system: System, name: str, steps: int, phases: list[dict[str, Any]], warmup: int
 ) -> dict[str, Any]:
-    """A warm-up, then ``phases`` in order."""
+    """A warm-up, then ``phases`` in order.
+
+    The warm-up is offered at the fixed rate when there is one, as the measured phase will
+    be, and drained before that phase starts: every connection, cache and code path it
+    uses has been through it once (a burst of 20 left most of a pool's connections cold,
+    and the first second of the phase paid for them)."""
     shape = f"{steps}step"
     if warmup:
-        warm: dict[str, Any] = {"count": warmup, "rate": None, "offer_s": 60, "timeout_s": 60}
+        rate = next((spec["rate"] for spec in phases if spec.get("rate")), None)
+        warm: dict[str, Any] = {"count": warmup, "rate": rate, "offer_s": 60, "timeout_s": 60}
         await run_phase(system, steps, f"{name}-{shape}-warmup", warm)
     figures: dict[str, Any] = {}
     for spec in phases:

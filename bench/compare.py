@@ -95,8 +95,9 @@ async def _run(folder: Path, plan: Plan, peers: list[str]) -> dict[str, Any]:
             folder, str(server.get_uri()), dataclasses.asdict(plan), _postmaster(folder / "pg")
         )
         with KafkaBroker.start(folder / "kafka", jvm_opts=PRODUCTION_JVM_OPTS) as broker:
-            kafka_floor = await floors.kafka(broker.bootstrap)
+            # Warm first: the floor and eventflow are measured on a broker past its JIT.
             await kafka_warmup.warm(broker.bootstrap)
+            kafka_floor = await floors.kafka(broker.bootstrap)
             systems = {
                 "eventflow": await measure_eventflow(
                     bench, broker.bootstrap, [broker.process.pid], plan

@@ -305,6 +305,18 @@ async def _until_live(driver: Driver, target: Target) -> None:
     await driver.phase(target, await driver.burst(target, WARMUP_EVENTS), 60)
 
 
+def bench_consumer(bootstrap: str, topic: str, group: str) -> AIOKafkaConsumer:
+    """A consumer set up as eventflow's are: committing by hand, reading committed records."""
+    return AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+
+
 async def kafka_floor(bootstrap: str, namespace: str, messages: int, size: int) -> float:
     """msgs/s of a bare aiokafka produce→consume loop, from first send to last receipt."""
     await KafkaBus(bootstrap, namespace=namespace).ensure_topic("bench.floor")
@@ -312,14 +324,7 @@ async def kafka_floor(bootstrap: str, namespace: str, messages: int, size: int) 
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5
     )
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"{namespace}.bench-floor",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-    )
+    consumer = bench_consumer(bootstrap, topic, f"{namespace}.bench-floor")
     await producer.start()
     await consumer.start()
     try:

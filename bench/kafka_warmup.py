@@ -15,34 +15,29 @@ import sys
 import time
 import uuid
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
+from bench.e2e_bench import bench_consumer
 from libs.bus import KafkaBus
 
 SECONDS = 20.0
 SENDERS = 4
 RECORD = b"x" * 300
+DRAIN_S = 15.0
 
 
-async def warm(bootstrap: str, seconds: float = SECONDS) -> int:
+async def warm(bootstrap: str, seconds: float = SECONDS) -> tuple[int, int]:
     """Produce single records from ``SENDERS`` tasks and consume them for ``seconds``;
-    returns how many went through."""
+    returns how many were sent and how many read back."""
     namespace = f"warmup{uuid.uuid4().hex[:8]}"
     await KafkaBus(bootstrap, namespace=namespace).ensure_topic("bench.warmup", partitions=4)
     topic = f"{namespace}.bench.warmup"
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"{namespace}.warmup",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-    )
+    consumer = bench_consumer(bootstrap, topic, f"{namespace}.warmup")
     await producer.start()
     await consumer.start()
     deadline = time.monotonic() + seconds
-    sent = 0
+    sent = received = 0
 
     async def send() -> None:
         nonlocal sent
@@ -51,9 +46,14 @@ async def warm(bootstrap: str, seconds: float = SECONDS) -> int:
             sent += 1
 
     async def consume() -> None:
-        while time.monotonic() < deadline:
+        nonlocal received
+        # Everything sent is read back (joining the group takes a moment), within a bound.
+        while (time.monotonic() < deadline or received < sent) and (
+            time.monotonic() < deadline + DRAIN_S
+        ):
             batches = await consumer.getmany(timeout_ms=100)
             for partition, records in batches.items():
+                received += len(records)
                 await consumer.commit({partition: records[-1].offset + 1})
 
     try:
@@ -62,4 +62,4 @@ async def warm(bootstrap: str, seconds: float = SECONDS) -> int:
     finally:
         await consumer.stop()
         await producer.stop()
-    return sent
+    return sent, received

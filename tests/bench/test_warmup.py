@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from bench import kafka_warmup
 from bench.peers.apps import offer
 
 
@@ -46,3 +47,13 @@ async def test_without_a_fixed_rate_phase_the_warm_up_is_one_burst() -> None:
 
     warm = sorted(at for key, at in system.submitted.items() if "-warmup-" in key)
     assert len(warm) == 40 and warm[-1] - warm[0] < 0.3
+
+
+async def test_the_broker_warm_up_sends_single_records_and_reads_them_back(
+    kafka_bootstrap: str,
+) -> None:
+    sent, received = await kafka_warmup.warm(kafka_bootstrap, seconds=2.0)
+
+    # One record per produce request from each sender: hundreds in a second, not one batch.
+    assert sent > 100
+    assert received == sent

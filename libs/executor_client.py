@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grpc
 from eventflow.executor.v1 import executor_service_pb2 as pb
 from eventflow.executor.v1 import executor_service_pb2_grpc as pb_grpc
 
@@ -18,9 +19,14 @@ RESOLVE_TIMEOUT_S = 10.0
 class ExecutorClient:
     def __init__(self, target: str, certificates: ServiceCertificates) -> None:
         self._channel = InternalChannel(target, certificates, "executor")
+        self._stubs: tuple[grpc.aio.Channel, pb_grpc.ExecutorServiceStub] | None = None
 
     def _stub(self) -> pb_grpc.ExecutorServiceStub:
-        return pb_grpc.ExecutorServiceStub(self._channel.get())
+        """The stub of the open channel, made once per channel (not once per step run)."""
+        channel = self._channel.get()
+        if self._stubs is None or self._stubs[0] is not channel:
+            self._stubs = (channel, pb_grpc.ExecutorServiceStub(channel))
+        return self._stubs[1]
 
     async def validate_module(self, wasm: bytes) -> pb.ValidateModuleResponse:
         return await self._stub().ValidateModule(

@@ -230,14 +230,14 @@ class Worker:
             event = cached
         else:
             async with transaction(self._pool) as conn:
-                locked = await instances.lock_claimed(conn, claimed.id, self.name)
+                locked = await instances.lock_claimed(conn, claimed, self.name)
                 if locked is None or not await self._may_start_step(conn, locked):
                     return None
                 attempt = locked.attempt + 1
                 # The lease must outlast the step, or another worker could run it too.
                 instance = await instances.log_and_update(
                     conn,
-                    locked.id,
+                    locked,
                     [("step_started", index, attempt, {})],
                     attempt=attempt,
                     claim_expires=_now() + self._lease + _timeout(step),
@@ -252,14 +252,14 @@ class Worker:
             )
             _end_step(span, outcome)
             async with transaction(self._pool) as conn:
-                locked = await instances.lock_claimed(conn, instance.id, self.name)
+                locked = await instances.lock_claimed(conn, instance, self.name)
                 if locked is None:
                     return None
                 return await self._record(conn, locked, index, step, attempt, outcome)
 
     async def _delay(self, claimed: InstanceRow, index: int, step: dict) -> InstanceRow | None:
         async with transaction(self._pool) as conn:
-            instance = await instances.lock_claimed(conn, claimed.id, self.name)
+            instance = await instances.lock_claimed(conn, claimed, self.name)
             if instance is None or not await self._may_start_step(conn, instance):
                 return None
             if instance.waiting:  # the timer fired
@@ -270,7 +270,7 @@ class Worker:
             wake = _now() + timedelta(milliseconds=int(step["duration_ms"]))
             await instances.log_and_update(
                 conn,
-                instance.id,
+                instance,
                 [
                     ("step_started", index, 1, {}),
                     ("wait_created", index, None, {"until": wake.isoformat()}),
@@ -304,7 +304,7 @@ class Worker:
             return True
         await instances.log_and_update(
             conn,
-            instance.id,
+            instance,
             [("instance_paused", None, None, {"by": instance.hold})],
             status="paused",
             pause_reason=instance.hold,
@@ -351,7 +351,7 @@ class Worker:
             }
             await instances.log_and_update(
                 conn,
-                instance.id,
+                instance,
                 [*lines, ("step_retrying", index, attempt, detail)],
                 wake_time=wake,
                 **_released(),
@@ -390,7 +390,7 @@ class Worker:
         if following >= len(instance.definition["steps"]):
             await instances.log_and_update(
                 conn,
-                instance.id,
+                instance,
                 [*lines, ("instance_completed", None, None, {})],
                 status="completed",
                 pause_reason=None,
@@ -405,7 +405,7 @@ class Worker:
         if instance.status != "running" or instance.hold is not None or upcoming["type"] == "delay":
             return await instances.log_and_update(
                 conn,
-                instance.id,
+                instance,
                 lines,
                 next_step=following,
                 attempt=0,
@@ -416,7 +416,7 @@ class Worker:
         # Free to go on: start the next step in this transaction too.
         updated = await instances.log_and_update(
             conn,
-            instance.id,
+            instance,
             [*lines, ("step_started", following, 1, {})],
             next_step=following,
             attempt=1,
@@ -440,7 +440,7 @@ class Worker:
         detail = {"reason": outcome.reason, "error": outcome.error}
         await instances.log_and_update(
             conn,
-            instance.id,
+            instance,
             [
                 *before,
                 ("step_failed", index, attempt, detail),

@@ -156,8 +156,9 @@ class Claim:
     steps: dict[uuid.UUID, timedelta]
 
 
-# Every column but the definition, which the caller has already.
-_CREATED_COLUMNS = (
+# Every column but the definition: it never changes, and the caller has it already, so the
+# rows a worker reads and writes back on every step need not carry and decode it again.
+_COLUMNS = (
     "id, organization_id, project_id, environment, workflow_id, workflow_version, event,"
     " event_id, subject, status, next_step, attempt, waiting, wake_time, claimed_by,"
     " claim_expires, is_test, skip_side_effects, run_key, create_time, update_time,"
@@ -194,7 +195,7 @@ async def create_many(
         "   claimed_by, CASE WHEN claimed_by IS NOT NULL"
         "   THEN now() + %s::interval + make_interval(secs => step_timeout_ms / 1000.0) END"
         "   FROM checked ON CONFLICT (event, workflow_id, run_key) DO NOTHING"
-        f"   RETURNING {_CREATED_COLUMNS}),"
+        f"   RETURNING {_COLUMNS}),"
         # New rows of this statement: their logs start at position 1.
         " logged AS (INSERT INTO orchestrator.instance_log"
         "   (instance_id, position, kind, step, attempt, detail)"
@@ -317,20 +318,23 @@ async def release_claims(conn: Conn, holders: list[str]) -> int:
     return cur.rowcount
 
 
-async def lock_claimed(conn: Conn, instance_id: uuid.UUID, worker: str) -> InstanceRow | None:
+async def lock_claimed(conn: Conn, instance: InstanceRow, worker: str) -> InstanceRow | None:
     """The instance, locked, if this worker still holds its claim (else someone took over).
 
     A paused instance is still returned: the step it was running finishes
     and its outcome is kept; the worker then holds it at the boundary.
     """
     cur = await conn.execute(
-        f"SELECT i.*, {holds.BOUNDARY_COLUMNS} FROM orchestrator.instances i"
+        f"SELECT {_COLUMNS}, {holds.BOUNDARY_COLUMNS} FROM orchestrator.instances i"
         " WHERE i.id = %s AND i.claimed_by = %s AND i.status IN ('running', 'paused')"
         " FOR UPDATE OF i",
-        (instance_id, worker),
+        (instance.id, worker),
     )
     row = await cur.fetchone()
-    return _with_hold(row) if row else None
+    if row is None:
+        return None
+    hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
+    return InstanceRow(**row, definition=instance.definition, hold=hold)
 
 
 async def update(conn: Conn, instance_id: uuid.UUID, **changes: Any) -> InstanceRow:
@@ -440,7 +444,7 @@ LogLine = tuple[str, int | None, int | None, dict[str, Any]]  # kind, step, atte
 
 
 async def log_and_update(
-    conn: Conn, instance_id: uuid.UUID, lines: list[LogLine], **changes: Any
+    conn: Conn, instance: InstanceRow, lines: list[LogLine], **changes: Any
 ) -> InstanceRow:
     """Append ``lines`` to the log and apply ``changes``, in one round trip.
 
@@ -457,10 +461,11 @@ async def log_and_update(
         "   FROM base, ROWS FROM (jsonb_to_recordset(%s)"
         "   AS (kind text, step int, attempt int, detail jsonb))"
         "   WITH ORDINALITY AS line(kind, step, attempt, detail, n))"
-        f" UPDATE orchestrator.instances SET {sets}update_time = now() WHERE id = %s RETURNING *",
+        f" UPDATE orchestrator.instances SET {sets}update_time = now() WHERE id = %s"
+        f" RETURNING {_COLUMNS}",
         (
-            instance_id,
-            instance_id,
+            instance.id,
+            instance.id,
             jsonb.rows(
                 [
                     {"kind": kind, "step": step, "attempt": attempt, "detail": detail}
@@ -468,7 +473,9 @@ async def log_and_update(
                 ]
             ),
             *changes.values(),
-            instance_id,
+            instance.id,
         ),
     )
-    return InstanceRow(**await cur.fetchone())  # type: ignore[arg-type]
+    row = await cur.fetchone()
+    assert row is not None
+    return InstanceRow(**row, definition=instance.definition)

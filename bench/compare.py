@@ -17,6 +17,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from bench.peers.apps.offer import Plan
 from tests.harness.kafka_broker import PRODUCTION_JVM_OPTS, KafkaBroker, fetch
 
 PEERS = {p.name: p for p in (temporal.PEER, dbos.PEER, restate.PEER)}
+# eventflow traffic through the broker before eventflow is measured (the peers use no Kafka).
+BROKER_WARMUP_S = 30.0
 
 
 def selected_peers(environ: Mapping[str, str] = os.environ) -> list[str]:
@@ -47,6 +50,10 @@ def selected_peers(environ: Mapping[str, str] = os.environ) -> list[str]:
 async def measure_eventflow(
     bench: peer.Bench, kafka: str, kafka_pids: list[int], plan: Plan
 ) -> dict[str, Any]:
+    if plan.rate_seconds > 0:
+        print("[bench] warming the Kafka broker with eventflow's traffic", file=sys.stderr)
+        await eventflow_job.warm_broker(bench, kafka, kafka_pids, plan.rate, BROKER_WARMUP_S)
+
     def fresh(index: int) -> side_by_side.Instance:
         return eventflow_job.EventflowInstance(bench, index, kafka, kafka_pids, plan.shapes)
 

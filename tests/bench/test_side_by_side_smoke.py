@@ -10,11 +10,12 @@ Peers are installed into ~/.cache/eventflow/bench-peers on first use.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import compare, report, side_by_side
+from bench import compare, eventflow_job, report, side_by_side
 from bench.peers import peer
 from bench.peers.apps.offer import Plan
 from tests.conftest import own_temp_dir
@@ -51,6 +52,29 @@ async def test_every_system_completes_every_run_and_writes_its_rows(
     assert set(systems) == {"eventflow", "temporal", "dbos", "restate"}
     for name, figures in systems.items():
         assert_ran_every_run(name, figures)
+
+
+@pytest.mark.timeout(300)
+async def test_the_broker_warm_up_runs_eventflow_traffic_through_a_throwaway_stack(
+    bench: peer.Bench, kafka_bootstrap: str
+) -> None:
+    figures = await eventflow_job.warm_broker(bench, kafka_bootstrap, [], rate=20.0, seconds=1.0)
+
+    assert figures["offered"] == figures["completed"] == 20 and figures["complete"]
+    # Stopped afterwards: nothing of it is left to compete with what is measured next.
+    assert _processes_running("bench.eventflow_server") == []
+
+
+def _processes_running(module: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv:
+            found.append(int(entry.name))
+    return found
 
 
 def _exits_at_start(bench: peer.Bench, url: str, started: list[peer.Process]) -> dict[str, Any]:

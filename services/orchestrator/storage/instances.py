@@ -295,9 +295,10 @@ async def start_steps(
     return [InstanceRow(**r) for r in await cur.fetchall()]
 
 
-def _with_hold(row: dict[str, Any]) -> InstanceRow:
+def _with_hold(row: dict[str, Any], **known: Any) -> InstanceRow:
+    """An instance row read with BOUNDARY_COLUMNS; ``known`` supplies columns not read."""
     hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
-    return InstanceRow(**row, hold=hold)
+    return InstanceRow(**row, **known, hold=hold)
 
 
 async def claim_holders(conn: Conn, pattern: str) -> list[str]:
@@ -331,10 +332,7 @@ async def lock_claimed(conn: Conn, instance: InstanceRow, worker: str) -> Instan
         (instance.id, worker),
     )
     row = await cur.fetchone()
-    if row is None:
-        return None
-    hold = holds.hold_reason(row.pop("hold_scope"), row.pop("workflow_status"))
-    return InstanceRow(**row, definition=instance.definition, hold=hold)
+    return _with_hold(row, definition=instance.definition) if row else None
 
 
 async def update(conn: Conn, instance_id: uuid.UUID, **changes: Any) -> InstanceRow:
